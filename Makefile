@@ -1,0 +1,49 @@
+# Two commands on a fresh machine: `make run` (the API on http://127.0.0.1:3000) and `make test`.
+# Both create .venv and install the pinned dependencies when missing or when the pins change.
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: run test unit lint template build bench lock clean
+
+$(STAMP): requirements-dev.txt layers/shared/requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m local.server
+
+test: $(STAMP) lint template
+	$(BIN)/python -m pytest
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+template: $(STAMP)
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --template template.yaml
+
+build: $(STAMP)
+	$(BIN)/sam build
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.requests
+	$(BIN)/python -m bench.cold_start
+
+lock: $(STAMP)
+	$(BIN)/python -m pip install --quiet -r requirements-dev.in
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pip==' > requirements-dev.txt
+
+clean:
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,16 @@
+"""DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}: remove a session and all it stored."""
+
+from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.service.sessions import default_session_service
+from aws_lambda_powertools.event_handler import Response
+
+app = create_app()
+
+
+@app.delete("/apps/<app_name>/users/<user_id>/sessions/<session_id>")
+def delete_session(app_name: str, user_id: str, session_id: str) -> Response[str]:
+    default_session_service().delete_session(app_name, user_id, session_id)
+    return json_response(204)
+
+
+lambda_handler = lambda_entry(app)

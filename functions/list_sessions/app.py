@@ -1,0 +1,23 @@
+"""GET /apps/{app_name}/users/{user_id}/sessions: one page of the user's sessions, without events."""
+
+from typing import Annotated
+
+from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.service.sessions import default_session_service
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+app = create_app()
+
+
+@app.get("/apps/<app_name>/users/<user_id>/sessions")
+def list_sessions(
+    app_name: str,
+    user_id: str,
+    limit: Annotated[int | None, Query()] = None,
+    next_token: Annotated[str | None, Query()] = None,
+) -> Response[str]:
+    return json_response(200, default_session_service().list_sessions(app_name, user_id, limit, next_token))
+
+
+lambda_handler = lambda_entry(app)

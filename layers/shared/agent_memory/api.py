@@ -1,0 +1,103 @@
+"""HTTP glue shared by every function: the resolver, error mapping, JSON responses, logging and metrics.
+
+Errors are mapped to responses here and only here: domain exceptions carry their status; Powertools'
+request validation errors take the same ``{"error": {"code", "message", "field"}}`` shape (400 for path,
+query and header parameters, 422 for the body); anything unexpected is logged and answered with a JSON 500
+that reveals nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.logging import correlation_paths
+
+from .errors import InvalidInput, MemoryServiceError
+
+logger = Logger()
+metrics = Metrics()
+# Read-only routes emit no application metric; that is expected, not worth a warning per request.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+JSON = "application/json"
+
+
+def json_response(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Response[str]:
+    """A JSON response (None body: no content)."""
+    return Response(
+        status_code=status,
+        content_type=JSON,
+        body="" if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        headers=headers,
+    )
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None) -> Response[str]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    return json_response(status, {"error": error})
+
+
+def json_body(app: APIGatewayHttpResolver) -> Any:
+    """The request body parsed as JSON; None when there is no body. Bad JSON: 400 naming ``body``."""
+    raw = app.current_event.decoded_body
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"body is not valid JSON: {exc}", field="body") from exc
+
+
+def _validation_error(exc: RequestValidationError) -> Response[str]:
+    first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
+    loc = [str(p) for p in first.get("loc", ())]
+    where = loc[0] if loc else "body"
+    field = ".".join(loc[1:]) or where
+    message = f"{field}: {first.get('msg', 'invalid value')}"
+    status = 422 if where == "body" else 400
+    return error_response(status, "validation_error" if status == 422 else "invalid_input", message, field)
+
+
+def create_app() -> APIGatewayHttpResolver:
+    """A resolver with validation and the project's error mapping."""
+    app = APIGatewayHttpResolver(enable_validation=True)
+
+    @app.exception_handler(MemoryServiceError)
+    def _domain(exc: MemoryServiceError) -> Response[str]:
+        if exc.status >= 500:  # pragma: no cover - no domain error is a server error today
+            logger.exception("domain error")
+        return json_response(exc.status, exc.to_body())
+
+    @app.exception_handler(RequestValidationError)
+    def _validation(exc: RequestValidationError) -> Response[str]:
+        return _validation_error(exc)
+
+    @app.not_found
+    def _not_found(exc: Exception) -> Response[str]:
+        return error_response(404, "route_not_found", f"no route for {app.current_event.http_method} {app.current_event.path}")
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response[str]:
+        logger.exception("unhandled error")
+        return error_response(500, "internal_error", "internal error; the request id is in the logs")
+
+    return app
+
+
+def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda handler for ``app``: correlation id from the request, metrics flushed after each call."""
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @metrics.log_metrics(raise_on_empty_metrics=False)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return app.resolve(event, context)
+
+    return handler

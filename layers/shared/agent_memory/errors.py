@@ -1,0 +1,62 @@
+"""Domain exceptions. Each carries its HTTP status so that it is mapped to a response in one place (api.py)."""
+
+from __future__ import annotations
+
+
+class MemoryServiceError(Exception):
+    """Base class: an error a client can cause, answered with a JSON error body."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_body(self) -> dict[str, object]:
+        error: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        return {"error": error}
+
+
+class InvalidInput(MemoryServiceError):
+    """Malformed input: a bad identifier, query parameter or JSON shape."""
+
+    status = 400
+    code = "invalid_input"
+
+
+class UnprocessableInput(MemoryServiceError):
+    """Well-formed JSON whose content does not validate (pydantic errors)."""
+
+    status = 422
+    code = "validation_error"
+
+
+class SessionNotFound(MemoryServiceError):
+    status = 404
+    code = "session_not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found", field="session_id")
+
+
+class PreconditionFailed(MemoryServiceError):
+    """If-Match named a version that is no longer current."""
+
+    status = 412
+    code = "precondition_failed"
+
+
+class Conflict(MemoryServiceError):
+    """A write lost a race it could not retry within its budget."""
+
+    status = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(MemoryServiceError):
+    status = 413
+    code = "payload_too_large"

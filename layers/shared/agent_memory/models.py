@@ -1,0 +1,245 @@
+"""Pydantic models for sessions and events, reading and writing ADK's JSON.
+
+Input accepts snake_case and ADK's camelCase aliases (``invocationId``, ``stateDelta``, ``functionCall`` …);
+output is snake_case. Every model keeps fields it does not declare (``extra="allow"``), so nothing a client
+sends is lost on the way through storage.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+
+class _AdkModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+    )
+
+
+class FunctionCall(_AdkModel):
+    id: str | None = None
+    name: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class FunctionResponse(_AdkModel):
+    id: str | None = None
+    name: str | None = None
+    response: dict[str, Any] | None = None
+
+
+class Blob(_AdkModel):
+    """Inline binary data. ``data`` travels as base64 text, as ADK serialises it."""
+
+    mime_type: str | None = None
+    data: str | None = None
+    display_name: str | None = None
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _bytes_to_base64(cls, value: Any) -> Any:
+        if isinstance(value, bytes | bytearray):
+            return base64.b64encode(value).decode("ascii")
+        return value
+
+
+class FileData(_AdkModel):
+    file_uri: str | None = None
+    mime_type: str | None = None
+    display_name: str | None = None
+
+
+class ExecutableCode(_AdkModel):
+    code: str | None = None
+    language: str | None = None
+
+
+class CodeExecutionResult(_AdkModel):
+    outcome: str | None = None
+    output: str | None = None
+
+
+class Part(_AdkModel):
+    text: str | None = None
+    thought: bool | None = None
+    thought_signature: str | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+    inline_data: Blob | None = None
+    file_data: FileData | None = None
+    executable_code: ExecutableCode | None = None
+    code_execution_result: CodeExecutionResult | None = None
+
+
+class Content(_AdkModel):
+    role: str | None = None
+    parts: list[Part] = Field(default_factory=list)
+
+
+class EventCompaction(_AdkModel):
+    start_timestamp: float
+    end_timestamp: float
+    compacted_content: Content
+
+
+class EventActions(_AdkModel):
+    skip_summarization: bool | None = None
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    artifact_delta: dict[str, Any] = Field(default_factory=dict)
+    transfer_to_agent: str | None = None
+    escalate: bool | None = None
+    requested_auth_configs: dict[str, Any] = Field(default_factory=dict)
+    requested_tool_confirmations: dict[str, Any] = Field(default_factory=dict)
+    compaction: EventCompaction | None = None
+
+
+class Event(_AdkModel):
+    """An ADK event, plus the server-assigned ``seq`` and the chat-message fields ``turn_id`` and ``metadata``."""
+
+    id: str | None = None
+    invocation_id: str = ""
+    author: str = "user"
+    branch: str | None = None
+    timestamp: float | None = None
+    content: Content | None = None
+    actions: EventActions = Field(default_factory=EventActions)
+    long_running_tool_ids: list[str] | None = None
+    partial: bool | None = None
+    turn_complete: bool | None = None
+    interrupted: bool | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    custom_metadata: dict[str, Any] | None = None
+    turn_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    seq: int | None = None
+
+    @field_validator("long_running_tool_ids", mode="before")
+    @classmethod
+    def _set_to_list(cls, value: Any) -> Any:
+        # ADK models this as a set; JSON clients send a list.
+        if isinstance(value, set | frozenset | tuple):
+            return sorted(value)
+        return value
+
+    def dump(self) -> dict[str, Any]:
+        """The event's JSON form: snake_case, without unset optional fields."""
+        return self.model_dump(mode="json", exclude_none=True, by_alias=False)
+
+
+class Session(BaseModel):
+    """A session as the API returns it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any] = Field(default_factory=dict)
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    create_time: float
+    last_update_time: float
+    version: int = 0
+
+    def dump(self, *, with_events: bool = True) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if not with_events:
+            data.pop("events")
+        return data
+
+
+# Chat messages: an OpenAI-style or voice-agent message becomes an Event that keeps every field.
+_CHAT_ROLES = {"user", "assistant", "system", "developer", "tool", "function", "model"}
+# ADK's content roles: the model speaks as "model"; function responses travel as "user".
+_CONTENT_ROLE = {"assistant": "model", "tool": "user", "function": "user"}
+
+
+def is_chat_message(data: dict[str, Any]) -> bool:
+    """A chat message has a top-level ``role``; an ADK event has ``author`` and/or ``content.parts``."""
+    return "role" in data and "author" not in data and not isinstance(data.get("content"), dict)
+
+
+def chat_message_to_event(data: dict[str, Any]) -> dict[str, Any]:
+    """Turn ``{role, content, turn_id?, timestamp?, metadata?, tool_calls?, tool_call_id?, name?}`` into event JSON.
+
+    Text becomes text parts, ``tool_calls`` function_call parts, a ``tool`` message a function_response part.
+    Everything else (``name``, audio, unknown keys) stays on the event as extra fields, so nothing is lost.
+    """
+    message = dict(data)
+    role = message.pop("role")
+    if not isinstance(role, str) or role not in _CHAT_ROLES:
+        raise ValueError(f"role must be one of {sorted(_CHAT_ROLES)}")
+    content = message.pop("content", None)
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        parts.append({"text": content})
+    elif isinstance(content, list):
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text" and set(item) <= {"type", "text"}:
+                parts.append({"text": item.get("text", "")})
+            elif isinstance(item, dict):
+                # Non-text content parts (images, audio) are kept verbatim as a part with extra fields.
+                parts.append(dict(item))
+            else:
+                raise ValueError("content items must be objects")
+    elif content is not None:
+        raise ValueError("content must be a string, a list of content parts, or null")
+
+    tool_call_id = message.pop("tool_call_id", None)
+    if role in {"tool", "function"}:
+        text = parts[0].get("text") if len(parts) == 1 else None
+        parts = [
+            {
+                "function_response": {
+                    "id": tool_call_id,
+                    "name": message.get("name"),
+                    "response": {"result": text if text is not None else content},
+                }
+            }
+        ]
+    elif tool_call_id is not None:
+        message["tool_call_id"] = tool_call_id
+
+    for call in message.pop("tool_calls", None) or []:
+        if not isinstance(call, dict):
+            raise ValueError("tool_calls items must be objects")
+        function = call.get("function") or {}
+        args: Any = function.get("arguments")
+        parts.append(
+            {
+                "function_call": {
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "args": _parse_arguments(args),
+                }
+            }
+        )
+
+    event: dict[str, Any] = {
+        "author": role,  # keeps "assistant" / "tool" as the client said it
+        "content": {"role": _CONTENT_ROLE.get(role, role), "parts": parts},
+    }
+    event.update(message)
+    return event
+
+
+def _parse_arguments(args: Any) -> dict[str, Any]:
+    import json
+
+    if isinstance(args, dict):
+        return args
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            return {"_raw": args}
+        return parsed if isinstance(parsed, dict) else {"_raw": args}
+    return {} if args is None else {"_raw": args}

@@ -1,0 +1,1 @@
+"""Pure decisions: no I/O, exhaustively unit-tested."""

@@ -1,0 +1,20 @@
+"""Identifier rules for ``app_name``, ``user_id``, ``session_id`` and event ids."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidInput
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+
+
+def validate_identifier(value: object, field: str) -> str:
+    """Return ``value`` if it is 1–128 of ``[A-Za-z0-9._:@-]`` starting with a letter or digit, else raise."""
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise InvalidInput(
+            f"{field} must be 1-128 characters of [A-Za-z0-9._:@-] starting with a letter or digit",
+            field=field,
+        )
+    return value

@@ -1,0 +1,1 @@
+"""Use cases: what the API does, independent of HTTP and of the storage adapters."""

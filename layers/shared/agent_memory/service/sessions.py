@@ -1,0 +1,280 @@
+"""Session use cases: create (get-or-create), get, list, delete, append."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from ..models import Event, Session, chat_message_to_event, is_chat_message
+from ..policy.identifiers import validate_identifier
+from ..policy.paging import decode_page_token, encode_page_token
+from ..policy.state import merged_state, split_delta, strip_temp
+from ..stores.ports import (
+    EventPublisher,
+    EventQuery,
+    NewEvent,
+    SessionKey,
+    SessionRecord,
+    SessionStore,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 100
+DEFAULT_PAGE = 20
+MAX_PAGE = 100
+
+
+@dataclass
+class AppendOutcome:
+    events: list[dict[str, Any]]
+    created: bool  # at least one event was newly stored
+    version: int
+    batch: bool  # the request used the {events: [...]} form
+
+
+def parse_if_match(header: str | None) -> int | None | str:
+    """The version an ``If-Match`` header names: None when absent, ``"*"`` for any, else an int.
+
+    A value that names no version (not an integer ETag) can never match: it answers 412, as HTTP says.
+    """
+    if header is None:
+        return None
+    value = header.strip()
+    if value == "*":
+        return "*"
+    if value.startswith("W/"):
+        value = value[2:]
+    value = value.strip('"')
+    if not value.isdigit():
+        raise PreconditionFailed(f"If-Match {header!r} does not match the current ETag", field="If-Match")
+    return int(value)
+
+
+def parse_timestamp(value: str | float | None, field: str) -> float | None:
+    """Seconds since the epoch, from a number or an ISO 8601 string."""
+    if value is None or isinstance(value, int | float):
+        return None if value is None else float(value)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput(f"{field} must be seconds since the epoch or an ISO 8601 time", field=field) from exc
+    return parsed.timestamp()
+
+
+def _field_path(loc: tuple[Any, ...], prefix: str) -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "body"
+
+
+def _unprocessable(exc: ValidationError, prefix: str) -> UnprocessableInput:
+    first = exc.errors()[0]
+    field = _field_path(tuple(first["loc"]), prefix)
+    return UnprocessableInput(f"{field}: {first['msg']}", field=field)
+
+
+class SessionService:
+    def __init__(
+        self,
+        store: SessionStore,
+        publisher: EventPublisher | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._clock = clock
+
+    # --- helpers --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(app_name: str, user_id: str, session_id: str) -> SessionKey:
+        return SessionKey(
+            validate_identifier(app_name, "app_name"),
+            validate_identifier(user_id, "user_id"),
+            validate_identifier(session_id, "session_id"),
+        )
+
+    @staticmethod
+    def _session(record: SessionRecord, events: list[dict[str, Any]] | None = None) -> Session:
+        return Session(
+            id=record.session_id,
+            app_name=record.app_name,
+            user_id=record.user_id,
+            state=merged_state(record.state, record.user_state, record.app_state),
+            events=events or [],
+            create_time=record.create_time,
+            last_update_time=record.update_time,
+            version=record.version,
+        )
+
+    # --- use cases ------------------------------------------------------------------------------------------
+
+    def create_session(self, app_name: str, user_id: str, body: Any) -> tuple[dict[str, Any], bool]:
+        """Get-or-create. Returns the session (with ``created``) and whether it was created."""
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise UnprocessableInput("body must be a JSON object", field="body")
+        unknown = set(body) - {"session_id", "sessionId", "state"}
+        if unknown:
+            field = sorted(unknown)[0]
+            raise UnprocessableInput(f"{field}: unknown field", field=field)
+        session_id = body.get("session_id", body.get("sessionId"))
+        session_id = str(uuid.uuid4()) if session_id is None else validate_identifier(session_id, "session_id")
+        state = body.get("state") or {}
+        if not isinstance(state, dict):
+            raise UnprocessableInput("state must be a JSON object", field="state")
+        now = self._clock()
+        record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
+        stored, created = self._store.create_session(record, split_delta(state))
+        if created:
+            self._publish_created(stored)
+        data = self._session(stored).dump()
+        data["created"] = created
+        return data, created
+
+    def _publish_created(self, record: SessionRecord) -> None:
+        if self._publisher is None:
+            return
+        detail = {
+            "app_name": record.app_name,
+            "user_id": record.user_id,
+            "session_id": record.session_id,
+            "create_time": record.create_time,
+        }
+        try:
+            self._publisher.publish("SessionCreated", detail)
+        except Exception:  # the session exists; a lost notification must not fail the request
+            logger.exception("could not publish SessionCreated", extra=detail)
+
+    def get_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        num_recent_events: int | None = None,
+        after_timestamp: str | float | None = None,
+    ) -> dict[str, Any]:
+        key = self._key(app_name, user_id, session_id)
+        if num_recent_events is not None and num_recent_events < 0:
+            raise InvalidInput("num_recent_events must be 0 or more", field="num_recent_events")
+        after = parse_timestamp(after_timestamp, "after_timestamp")
+        record = self._store.get_session(key)
+        if record is None:
+            raise SessionNotFound(session_id)
+        events = self._store.read_events(key, EventQuery(num_recent=num_recent_events, after_timestamp=after))
+        return self._session(record, events).dump()
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int | None = None, next_token: str | None = None
+    ) -> dict[str, Any]:
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        limit = DEFAULT_PAGE if limit is None else limit
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+        start_after = None if next_token is None else decode_page_token(app_name, user_id, next_token)
+        records, last = self._store.list_sessions(app_name, user_id, limit, start_after)
+        return {
+            "sessions": [self._session(r).dump(with_events=False) for r in records],
+            "next_token": None if last is None else encode_page_token(app_name, user_id, last),
+        }
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        self._store.delete_session(self._key(app_name, user_id, session_id))
+
+    def append_events(
+        self, app_name: str, user_id: str, session_id: str, body: Any, if_match: str | None = None
+    ) -> AppendOutcome:
+        key = self._key(app_name, user_id, session_id)
+        expected = parse_if_match(if_match)
+        raw_events, batch = self._unpack(body)
+        events = [self._normalise(raw, f"events[{i}]" if batch else "") for i, raw in enumerate(raw_events)]
+        if expected == "*":
+            if self._store.get_session(key) is None:
+                raise SessionNotFound(session_id)
+            expected = None
+        assert not isinstance(expected, str)
+        result = self._store.append_events(key, events, expected)
+        return AppendOutcome(events=result.events, created=any(result.created), version=result.version, batch=batch)
+
+    @staticmethod
+    def _unpack(body: Any) -> tuple[list[Any], bool]:
+        if not isinstance(body, dict):
+            raise UnprocessableInput("body must be an event object or {events: [...]}", field="body")
+        if "events" in body and "author" not in body and "content" not in body and "role" not in body:
+            events = body["events"]
+            if set(body) != {"events"}:
+                field = sorted(set(body) - {"events"})[0]
+                raise UnprocessableInput(f"{field}: unknown field beside events", field=field)
+            if not isinstance(events, list) or not events:
+                raise UnprocessableInput("events must be a non-empty list", field="events")
+            if len(events) > MAX_BATCH:
+                raise UnprocessableInput(f"events holds {len(events)} events; at most {MAX_BATCH}", field="events")
+            return events, True
+        return [body], False
+
+    def _normalise(self, raw: Any, prefix: str) -> NewEvent:
+        """Validate one event (ADK JSON or a chat message); fill id and timestamp; drop ``temp:`` state."""
+        if not isinstance(raw, dict):
+            raise UnprocessableInput(f"{prefix or 'body'} must be an object", field=prefix or "body")
+        data = dict(raw)
+        if is_chat_message(data):
+            try:
+                data = chat_message_to_event(data)
+            except ValueError as exc:
+                raise UnprocessableInput(f"{prefix or 'body'}: {exc}", field=prefix or "body") from exc
+        data.pop("seq", None)  # assigned by the server
+        try:
+            event = Event.model_validate(data)
+        except ValidationError as exc:
+            raise _unprocessable(exc, prefix) from exc
+        if event.id is None:
+            event.id = str(uuid.uuid4())
+        else:
+            validate_identifier(event.id, f"{prefix}.id" if prefix else "id")
+        if event.timestamp is None:
+            event.timestamp = self._clock()
+        delta = event.actions.state_delta
+        event.actions.state_delta = strip_temp(delta)
+        return NewEvent(id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta))
+
+
+@functools.cache
+def default_session_service() -> SessionService:
+    """The service wired to DynamoDB, S3 and EventBridge from the environment (cached per container)."""
+    from ..aws import client
+    from ..config import settings
+    from ..stores.dynamo import DynamoSessionStore
+    from ..stores.eventbridge import EventBridgePublisher
+    from ..stores.s3 import S3BlobStore
+
+    cfg = settings()
+    store = DynamoSessionStore(
+        client("dynamodb"),
+        cfg.table_name,
+        S3BlobStore(lambda: client("s3"), cfg.bucket_name),
+        offload_bytes=cfg.offload_bytes,
+        retention_days=cfg.retention_days,
+    )
+    return SessionService(store, EventBridgePublisher(lambda: client("events"), cfg.event_bus_name))

@@ -1,0 +1,501 @@
+"""The DynamoDB session store: one table, one item per event, atomic appends, no Scan.
+
+Items (``PK`` / ``SK``):
+
+- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times and session state
+- user state   ``U#{app}#{user}`` / ``#STATE``
+- app state    ``A#{app}``        / ``#STATE``
+- event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq`` and ``ts``; local secondary
+  indexes ``by_seq`` and ``by_ts`` order a session's events by sequence number and by timestamp.
+
+Keying events by id makes the id unique within the session, and the conditional update of the session's
+``version`` serialises appends: one TransactWriteItems per append stores the events, their state deltas and the
+counters together or not at all. State keys are stored as top-level attributes ``st:{key}`` holding JSON text, so
+an update can set a key whether or not the item exists and values keep their JSON types exactly.
+Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+import uuid
+from typing import Any
+
+from ..errors import Conflict, PreconditionFailed, SessionNotFound
+from ..policy.state import ScopedDelta
+from .ports import AppendResult, BlobStore, EventQuery, NewEvent, SessionKey, SessionRecord
+
+logger = logging.getLogger(__name__)
+
+STATE_ATTR_PREFIX = "st:"
+STATE_SK = "#STATE"
+MAX_TRANSACT_ITEMS = 100
+# DynamoDB caps a transaction at 4 MB; keep a margin for keys and attribute names.
+MAX_TRANSACT_BYTES = 3_500_000
+APPEND_TIME_BUDGET_S = 20.0
+# Cancellation reasons an append resolves itself: a lost race (retry) or a stored event id (answer with it).
+_RETRYABLE_CODES = {"None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError"}
+
+
+class _Duplicates(list[dict[str, Any]]):
+    """Stored events whose ids cancelled an append transaction."""
+
+
+def session_pk(app_name: str, user_id: str) -> str:
+    return f"U#{app_name}#{user_id}"
+
+
+def events_pk(key: SessionKey) -> str:
+    return f"E#{key.app_name}#{key.user_id}#{key.session_id}"
+
+
+def blob_prefix(key: SessionKey) -> str:
+    """Where a session's offloaded payloads live in the context bucket."""
+    return f"sessions/{key.app_name}/{key.user_id}/{key.session_id}/"
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: float | int) -> dict[str, str]:
+    return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def _state_from_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name[len(STATE_ATTR_PREFIX) :]: json.loads(value["S"])
+        for name, value in item.items()
+        if name.startswith(STATE_ATTR_PREFIX)
+    }
+
+
+class _Update:
+    """Builds an UpdateExpression's SET clause with placeholder names and values."""
+
+    def __init__(self) -> None:
+        self.sets: list[str] = []
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def set(self, attr: str, value: dict[str, Any]) -> None:
+        i = len(self.sets)
+        self.names[f"#a{i}"] = attr
+        self.values[f":v{i}"] = value
+        self.sets.append(f"#a{i} = :v{i}")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            self.set(STATE_ATTR_PREFIX + k, _s(json.dumps(v, separators=(",", ":"))))
+
+    def expression(self) -> str:
+        return "SET " + ", ".join(self.sets)
+
+
+class DynamoSessionStore:
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        blobs: BlobStore,
+        *,
+        offload_bytes: int = 350_000,
+        retention_days: int = 0,
+    ) -> None:
+        self._db = client
+        self._table = table_name
+        self._blobs = blobs
+        self._offload_bytes = offload_bytes
+        self._retention_s = retention_days * 86400
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    def _expiry(self, now: float) -> dict[str, str] | None:
+        return _n(int(now + self._retention_s)) if self._retention_s else None
+
+    def _state_update(self, pk: str, sk: str, state: dict[str, Any]) -> dict[str, Any]:
+        update = _Update()
+        update.set_state(state)
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": {"PK": _s(pk), "SK": _s(sk)},
+                "UpdateExpression": update.expression(),
+                "ExpressionAttributeNames": update.names,
+                "ExpressionAttributeValues": update.values,
+            }
+        }
+
+    def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
+        item: dict[str, Any] = {
+            "PK": _s(session_pk(record.app_name, record.user_id)),
+            "SK": _s(f"S#{record.session_id}"),
+            "app_name": _s(record.app_name),
+            "user_id": _s(record.user_id),
+            "session_id": _s(record.session_id),
+            "create_time": _n(record.create_time),
+            "update_time": _n(record.update_time),
+            "version": _n(0),
+            "last_seq": _n(0),
+        }
+        expiry = self._expiry(record.update_time)
+        if expiry:
+            item["expires_at"] = expiry
+        for k, v in delta.session.items():
+            item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
+        actions: list[dict[str, Any]] = [
+            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
+        ]
+        if delta.user:
+            actions.append(self._state_update(session_pk(record.app_name, record.user_id), STATE_SK, delta.user))
+        if delta.app:
+            actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, delta.app))
+        try:
+            if len(actions) == 1:
+                self._db.put_item(**actions[0]["Put"])
+            else:
+                self._db.transact_write_items(TransactItems=actions)
+        except self._db.exceptions.ConditionalCheckFailedException:
+            pass
+        except self._db.exceptions.TransactionCanceledException as exc:
+            if _reason_codes(exc)[0] != "ConditionalCheckFailed":
+                raise
+        else:
+            stored = self.get_session(SessionKey(record.app_name, record.user_id, record.session_id))
+            assert stored is not None
+            return stored, True
+        existing = self.get_session(SessionKey(record.app_name, record.user_id, record.session_id))
+        if existing is None:  # deleted between our write and read: create again
+            return self.create_session(record, delta)
+        return existing, False
+
+    def get_session(self, key: SessionKey) -> SessionRecord | None:
+        pk = session_pk(key.app_name, key.user_id)
+        keys = [
+            {"PK": _s(pk), "SK": _s(f"S#{key.session_id}")},
+            {"PK": _s(pk), "SK": _s(STATE_SK)},
+            {"PK": _s(f"A#{key.app_name}"), "SK": _s(STATE_SK)},
+        ]
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+        while request:
+            response = self._db.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(self._table, []):
+                found[(item["PK"]["S"], item["SK"]["S"])] = item
+            request = response.get("UnprocessedKeys") or {}
+        session = found.get((pk, f"S#{key.session_id}"))
+        if session is None:
+            return None
+        record = _record_from_item(session)
+        record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
+        record.app_state = _state_from_item(found.get((f"A#{key.app_name}", STATE_SK), {}))
+        return record
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int, start_after: str | None
+    ) -> tuple[list[SessionRecord], str | None]:
+        pk = session_pk(app_name, user_id)
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":prefix": _s("S#")},
+            "Limit": limit,
+        }
+        if start_after is not None:
+            params["ExclusiveStartKey"] = {"PK": _s(pk), "SK": _s(f"S#{start_after}")}
+        response = self._db.query(**params)
+        records = [_record_from_item(item) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return records, (last["SK"]["S"][2:] if last else None)
+
+    def delete_session(self, key: SessionKey) -> None:
+        pk = session_pk(key.app_name, key.user_id)
+        # The session item first: from here on get and append answer 404, and a racing append fails its condition.
+        self._db.delete_item(TableName=self._table, Key={"PK": _s(pk), "SK": _s(f"S#{key.session_id}")})
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": _s(events_pk(key))},
+            "ProjectionExpression": "PK, SK",
+        }
+        while True:
+            response = self._db.query(**params)
+            keys = [{"PK": i["PK"], "SK": i["SK"]} for i in response.get("Items", [])]
+            for start in range(0, len(keys), 25):
+                self._batch_delete(keys[start : start + 25])
+            if "LastEvaluatedKey" not in response:
+                break
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        self._blobs.delete_prefix(blob_prefix(key))
+
+    def _batch_delete(self, keys: list[dict[str, Any]]) -> None:
+        request: dict[str, Any] = {self._table: [{"DeleteRequest": {"Key": k}} for k in keys]}
+        delay = 0.05
+        while request:
+            response = self._db.batch_write_item(RequestItems=request)
+            request = response.get("UnprocessedItems") or {}
+            if request:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # --- events ---------------------------------------------------------------------------------------------
+
+    def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        results: dict[str, dict[str, Any]] = {}  # event id -> stored event
+        created_ids: set[str] = set()
+        pending = _unique_by_id(events)
+        staged: dict[str, tuple[str, str]] = {}  # event id -> (body json, or "" and the S3 key of the body)
+        deadline = time.monotonic() + APPEND_TIME_BUDGET_S
+        attempt = 0
+        version = 0
+        while pending:
+            meta = self._read_counters(key)
+            if meta is None:
+                for event_id in list(staged):
+                    self._discard_staged(staged, event_id)
+                raise SessionNotFound(key.session_id)
+            version, last_seq, update_time = meta
+            if expected_version is not None and version != expected_version:
+                raise PreconditionFailed(
+                    f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
+                )
+            chunk = self._take_chunk(key, pending, staged)
+            outcome = self._transact_append(key, chunk, staged, version, last_seq, update_time)
+            if not isinstance(outcome, _Duplicates):
+                for stored in outcome:
+                    results[stored["id"]] = stored
+                    created_ids.add(stored["id"])
+                done = {e.id for e in chunk}
+                pending = [e for e in pending if e.id not in done]
+                version += 1
+                # The precondition held for the batch's first transaction; later chunks (a batch too big for one
+                # transaction) only need their own conditional write.
+                expected_version = None
+                attempt = 0
+                continue
+            for stored in outcome:
+                results[stored["id"]] = stored
+                self._discard_staged(staged, stored["id"])
+            dup_ids = {d["id"] for d in outcome}
+            pending = [e for e in pending if e.id not in dup_ids]
+            if not outcome:  # lost a race on the session's version: read again and retry
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise Conflict("too many concurrent writers on this session; retry the request")
+                time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+        created: list[bool] = []
+        seen: set[str] = set()
+        for event in events:
+            created.append(event.id in created_ids and event.id not in seen)
+            seen.add(event.id)
+        return AppendResult(events=[results[e.id] for e in events], created=created, version=version)
+
+    def _read_counters(self, key: SessionKey) -> tuple[int, int, float] | None:
+        response = self._db.get_item(
+            TableName=self._table,
+            Key={"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+            ConsistentRead=True,
+            ProjectionExpression="version, last_seq, update_time",
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        return int(item["version"]["N"]), int(item["last_seq"]["N"]), float(item["update_time"]["N"])
+
+    def _take_chunk(
+        self, key: SessionKey, pending: list[NewEvent], staged: dict[str, tuple[str, str]]
+    ) -> list[NewEvent]:
+        """The longest prefix of ``pending`` that fits one transaction (item count and total size)."""
+        chunk: list[NewEvent] = []
+        size = 0
+        user = app = False
+        for event in pending:
+            if event.id not in staged:
+                staged[event.id] = self._stage(key, event)
+            body, _ = staged[event.id]
+            user = user or bool(event.delta.user)
+            app = app or bool(event.delta.app)
+            actions = len(chunk) + 1 + 1 + user + app  # the events, the session update, the state items
+            if chunk and (actions > MAX_TRANSACT_ITEMS or size + len(body) > MAX_TRANSACT_BYTES):
+                break
+            chunk.append(event)
+            size += len(body)
+        return chunk
+
+    def _stage(self, key: SessionKey, event: NewEvent) -> tuple[str, str]:
+        """Serialise an event; offload its body to S3 when the item would be too large for one item."""
+        body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
+        if len(body.encode()) <= self._offload_bytes:
+            return body, ""
+        # A fresh object per attempt: a duplicate id must never overwrite the payload of the stored event.
+        blob_key = f"{blob_prefix(key)}events/{event.id}/{uuid.uuid4().hex}.json"
+        self._blobs.put(blob_key, body.encode())
+        return "", blob_key
+
+    def _discard_staged(self, staged: dict[str, tuple[str, str]], event_id: str) -> None:
+        _, blob_key = staged.pop(event_id, ("", ""))
+        if blob_key:
+            self._blobs.delete(blob_key)
+
+    def _transact_append(
+        self,
+        key: SessionKey,
+        chunk: list[NewEvent],
+        staged: dict[str, tuple[str, str]],
+        version: int,
+        last_seq: int,
+        update_time: float,
+    ) -> list[dict[str, Any]] | _Duplicates:
+        """One transaction. Returns the stored events, or the already stored events whose ids made it fail
+        (empty when it failed on the session's version: a concurrent append won)."""
+        now = time.time()
+        expiry = self._expiry(now)
+        stored: list[dict[str, Any]] = []
+        actions: list[dict[str, Any]] = []
+        session_state: dict[str, Any] = {}
+        user_state: dict[str, Any] = {}
+        app_state: dict[str, Any] = {}
+        seq = last_seq
+        for event in chunk:
+            seq += 1
+            body, blob_key = staged[event.id]
+            item: dict[str, Any] = {
+                "PK": _s(events_pk(key)),
+                "SK": _s(f"V#{event.id}"),
+                "seq": _n(seq),
+                "ts": _n(event.timestamp),
+            }
+            if blob_key:
+                item["blob"] = _s(blob_key)
+            else:
+                item["body"] = _s(body)
+            if expiry:
+                item["expires_at"] = expiry
+            actions.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": item,
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            )
+            stored.append(dict(event.body, seq=seq))
+            session_state.update(event.delta.session)
+            user_state.update(event.delta.user)
+            app_state.update(event.delta.app)
+
+        update = _Update()
+        update.set("version", _n(version + 1))
+        update.set("last_seq", _n(seq))
+        update.set("update_time", _n(max(update_time, max(e.timestamp for e in chunk))))
+        if expiry:
+            update.set("expires_at", expiry)
+        update.set_state(session_state)
+        update.values[":expected"] = _n(version)
+        session_action = {
+            "Update": {
+                "TableName": self._table,
+                "Key": {"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+                "UpdateExpression": update.expression(),
+                "ConditionExpression": "version = :expected",
+                "ExpressionAttributeNames": update.names,
+                "ExpressionAttributeValues": update.values,
+            }
+        }
+        actions.insert(0, session_action)
+        if user_state:
+            actions.append(self._state_update(session_pk(key.app_name, key.user_id), STATE_SK, user_state))
+        if app_state:
+            actions.append(self._state_update(f"A#{key.app_name}", STATE_SK, app_state))
+        try:
+            self._db.transact_write_items(TransactItems=actions)
+        except self._db.exceptions.TransactionCanceledException as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            unexpected = {r.get("Code", "None") for r in reasons} - _RETRYABLE_CODES
+            if unexpected:
+                raise
+            return _Duplicates(
+                self._event_from_item(reason["Item"])
+                for reason in reasons[1 : 1 + len(chunk)]
+                if reason.get("Code") == "ConditionalCheckFailed" and "Item" in reason
+            )
+        return stored
+
+    def _event_from_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        if "blob" in item:
+            body = json.loads(self._blobs.get(item["blob"]["S"]))
+        else:
+            body = json.loads(item["body"]["S"])
+        body["seq"] = int(item["seq"]["N"])
+        return dict(body)
+
+    def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
+        if query.num_recent == 0:
+            return []
+        params: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+        if query.after_timestamp is not None:
+            params |= {
+                "IndexName": "by_ts",
+                "KeyConditionExpression": "PK = :pk AND ts >= :ts",
+                "ExpressionAttributeValues": {":pk": _s(events_pk(key)), ":ts": _n(float(query.after_timestamp))},
+            }
+            items = self._query_all(params, None)
+            items.sort(key=lambda i: int(i["seq"]["N"]))
+            if query.num_recent is not None:
+                items = items[-query.num_recent :]
+        else:
+            params |= {
+                "IndexName": "by_seq",
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": _s(events_pk(key))},
+            }
+            if query.num_recent is not None:
+                # Newest first, stop after num_recent: reads only the events returned.
+                params |= {"ScanIndexForward": False, "Limit": query.num_recent}
+                items = self._query_all(params, query.num_recent)
+                items.reverse()
+            else:
+                items = self._query_all(params, None)
+        return [self._event_from_item(item) for item in items]
+
+    def _query_all(self, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._db.query(**params)
+            items.extend(response.get("Items", []))
+            if "LastEvaluatedKey" not in response or (limit is not None and len(items) >= limit):
+                break
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            if limit is not None:
+                params["Limit"] = limit - len(items)
+        return items[:limit] if limit is not None else items
+
+
+def _record_from_item(item: dict[str, Any]) -> SessionRecord:
+    return SessionRecord(
+        app_name=item["app_name"]["S"],
+        user_id=item["user_id"]["S"],
+        session_id=item["session_id"]["S"],
+        create_time=float(item["create_time"]["N"]),
+        update_time=float(item["update_time"]["N"]),
+        version=int(item["version"]["N"]),
+        last_seq=int(item["last_seq"]["N"]),
+        state=_state_from_item(item),
+    )
+
+
+def _reason_codes(exc: Any) -> list[str]:
+    return [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+
+
+def _unique_by_id(events: list[NewEvent]) -> list[NewEvent]:
+    """The events without repeats of an id (the first occurrence stands)."""
+    unique: dict[str, NewEvent] = {}
+    for event in events:
+        unique.setdefault(event.id, event)
+    return list(unique.values())

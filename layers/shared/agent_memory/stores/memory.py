@@ -1,0 +1,136 @@
+"""In-memory adapters for unit tests of the service. Same behaviour as the AWS adapters (one contract suite)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+from ..errors import PreconditionFailed, SessionNotFound
+from ..policy.state import ScopedDelta
+from .ports import AppendResult, EventQuery, NewEvent, SessionKey, SessionRecord
+
+
+class InMemorySessionStore:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[SessionKey, SessionRecord] = {}
+        self._events: dict[SessionKey, dict[str, dict[str, Any]]] = {}  # by event id
+        self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
+        self._app_state: dict[str, dict[str, Any]] = {}
+
+    def _full(self, record: SessionRecord) -> SessionRecord:
+        full = copy.deepcopy(record)
+        full.user_state = copy.deepcopy(self._user_state.get((record.app_name, record.user_id), {}))
+        full.app_state = copy.deepcopy(self._app_state.get(record.app_name, {}))
+        return full
+
+    def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        with self._lock:
+            existing = self._sessions.get(key)
+            if existing is not None:
+                return self._full(existing), False
+            stored = copy.deepcopy(record)
+            stored.state = copy.deepcopy(delta.session)
+            self._sessions[key] = stored
+            self._events[key] = {}
+            self._user_state.setdefault((record.app_name, record.user_id), {}).update(copy.deepcopy(delta.user))
+            self._app_state.setdefault(record.app_name, {}).update(copy.deepcopy(delta.app))
+            return self._full(stored), True
+
+    def get_session(self, key: SessionKey) -> SessionRecord | None:
+        with self._lock:
+            record = self._sessions.get(key)
+            return None if record is None else self._full(record)
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int, start_after: str | None
+    ) -> tuple[list[SessionRecord], str | None]:
+        with self._lock:
+            ids = sorted(
+                k.session_id
+                for k in self._sessions
+                if k.app_name == app_name and k.user_id == user_id and (start_after is None or k.session_id > start_after)
+            )
+            page = ids[:limit]
+            records = [copy.deepcopy(self._sessions[SessionKey(app_name, user_id, sid)]) for sid in page]
+            return records, (page[-1] if len(ids) > limit else None)
+
+    def delete_session(self, key: SessionKey) -> None:
+        with self._lock:
+            self._sessions.pop(key, None)
+            self._events.pop(key, None)
+
+    def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        with self._lock:
+            record = self._sessions.get(key)
+            if record is None:
+                raise SessionNotFound(key.session_id)
+            if expected_version is not None and expected_version != record.version:
+                raise PreconditionFailed(
+                    f"If-Match version {expected_version} is not the current version {record.version}",
+                    field="If-Match",
+                )
+            stored_events = self._events[key]
+            out: list[dict[str, Any]] = []
+            created: list[bool] = []
+            new: list[NewEvent] = []
+            for event in events:
+                if event.id in stored_events:
+                    out.append(copy.deepcopy(stored_events[event.id]))
+                    created.append(False)
+                    continue
+                record.last_seq += 1
+                body = dict(copy.deepcopy(event.body), seq=record.last_seq)
+                stored_events[event.id] = body
+                out.append(copy.deepcopy(body))
+                created.append(True)
+                new.append(event)
+            if new:
+                record.version += 1
+                record.update_time = max(record.update_time, max(e.timestamp for e in new))
+                for event in new:
+                    record.state.update(copy.deepcopy(event.delta.session))
+                    self._user_state.setdefault((key.app_name, key.user_id), {}).update(
+                        copy.deepcopy(event.delta.user)
+                    )
+                    self._app_state.setdefault(key.app_name, {}).update(copy.deepcopy(event.delta.app))
+            return AppendResult(events=out, created=created, version=record.version)
+
+    def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
+        with self._lock:
+            events = sorted(self._events.get(key, {}).values(), key=lambda e: e["seq"])
+            if query.after_timestamp is not None:
+                events = [e for e in events if e["timestamp"] >= query.after_timestamp]
+            if query.num_recent is not None:
+                events = events[-query.num_recent :] if query.num_recent else []
+            return copy.deepcopy(events)
+
+
+class InMemoryBlobStore:
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put(self, key: str, data: bytes) -> None:
+        self.objects[key] = data
+
+    def get(self, key: str) -> bytes:
+        return self.objects[key]
+
+    def delete(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+    def delete_prefix(self, prefix: str) -> int:
+        doomed = [k for k in self.objects if k.startswith(prefix)]
+        for k in doomed:
+            del self.objects[k]
+        return len(doomed)
+
+
+class InMemoryPublisher:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, dict[str, Any]]] = []
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        self.published.append((detail_type, copy.deepcopy(detail)))

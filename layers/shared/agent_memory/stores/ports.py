@@ -1,0 +1,111 @@
+"""Ports: what the service needs from storage. Each has a real adapter and an in-memory one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..policy.state import ScopedDelta
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    app_name: str
+    user_id: str
+    session_id: str
+
+
+@dataclass
+class SessionRecord:
+    """A session's stored metadata and state, split by scope (user and app keys without prefixes)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    create_time: float
+    update_time: float
+    version: int = 0
+    last_seq: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+    user_state: dict[str, Any] = field(default_factory=dict)
+    app_state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event ready to store: id and timestamp filled, ``temp:`` keys removed, its delta split by scope."""
+
+    id: str
+    timestamp: float
+    body: dict[str, Any]
+    delta: ScopedDelta
+
+
+@dataclass
+class AppendResult:
+    """The stored events in input order; ``created[i]`` is False where event i's id was already stored."""
+
+    events: list[dict[str, Any]]
+    created: list[bool]
+    version: int
+
+
+@dataclass(frozen=True)
+class EventQuery:
+    """Which events to read: the newest ``num_recent`` (None = all) at or after ``after_timestamp``."""
+
+    num_recent: int | None = None
+    after_timestamp: float | None = None
+
+
+class SessionStore(Protocol):
+    def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
+        """Store a new session with its initial state (``delta``) unless one exists; return it and whether
+        it was created. User and app state in ``delta`` are applied only on a true creation."""
+        ...
+
+    def get_session(self, key: SessionKey) -> SessionRecord | None:
+        """The session with its own, user and app state; None if it does not exist."""
+        ...
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int, start_after: str | None
+    ) -> tuple[list[SessionRecord], str | None]:
+        """One page of the user's sessions ordered by id (session state only), and the id to resume after."""
+        ...
+
+    def delete_session(self, key: SessionKey) -> None:
+        """Remove the session and everything stored for it. Idempotent."""
+        ...
+
+    def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        """Atomically store the events with their state deltas and bump the session's counters.
+
+        Assigns ``seq`` strictly increasing; an event whose id is stored already is not stored again (its stored
+        form is returned). Raises SessionNotFound, or PreconditionFailed when ``expected_version`` is stale.
+        """
+        ...
+
+    def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
+        """Events oldest first (by seq)."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Object storage for payloads too large for a table item."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix``; return how many."""
+        ...
+
+
+class EventPublisher(Protocol):
+    """Where domain events (``SessionCreated``) go for users to hang follow-up work on."""
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None: ...

@@ -1,0 +1,155 @@
+"""``make run``: the whole API on http://127.0.0.1:3000 with no AWS account and no Docker.
+
+An in-process moto server stands in for DynamoDB, S3 and EventBridge; the table and bucket are created from
+``template.yaml``; each request is matched against the template's routes, turned into an API Gateway HTTP
+API (payload 2.0) event and handed to the real handler of the function the template routes it to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from .apigw import LambdaContext, http_api_event, response_body
+from .template import ROOT, Route, function_environment, load_handler, load_template, parameter_defaults, provision, routes
+
+LOCAL_TABLE = "agent-memory-local"
+LOCAL_BUCKET = "agent-memory-local-context"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalApi:
+    """Routes requests to the template's handlers."""
+
+    def __init__(self, template: dict[str, Any]) -> None:
+        self.template = template
+        self.routes = routes(template)
+
+    def handle(
+        self, method: str, raw_path: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        split = urlsplit(raw_path)
+        path = split.path
+        query = {k: ",".join(v) for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        for route in self.routes:
+            params = route.match(method, path)
+            if params is not None:
+                return self.invoke(route, path, params, query, headers, body)
+        allowed = any(r.match(r.method, path) is not None for r in self.routes)
+        status, code = (405, "method_not_allowed") if allowed else (404, "route_not_found")
+        message = json.dumps({"error": {"code": code, "message": f"no route for {method} {path}"}}).encode()
+        return status, {"content-type": "application/json"}, message
+
+    def invoke(
+        self,
+        route: Route,
+        path: str,
+        params: dict[str, str],
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: bytes | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        event = http_api_event(route, path, params, query=query, headers=headers, body=body)
+        response = load_handler(route)(event, LambdaContext(function_name=route.function))
+        out_headers = {k.lower(): str(v) for k, v in (response.get("headers") or {}).items()}
+        return int(response["statusCode"]), out_headers, response_body(response)
+
+
+def configure_environment(template: dict[str, Any], endpoint: str) -> None:
+    """Point boto3 at moto and give the process the functions' environment from the template."""
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        }
+    )
+    names = parameter_defaults(template) | {"MemoryTable": LOCAL_TABLE, "ContextBucket": LOCAL_BUCKET}
+    for route in routes(template):
+        os.environ.update(function_environment(template, route.function, names))
+    sys.path.insert(0, str(ROOT / "layers" / "shared"))
+
+
+def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, Any]:
+    """Start moto and the API (both in background threads); return the API server and the moto server."""
+    from moto.server import ThreadedMotoServer
+
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
+    template = load_template()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto.start()
+    configure_environment(template, f"http://127.0.0.1:{moto_port}")
+
+    from agent_memory.aws import client, reset_clients
+
+    reset_clients()
+    provision(template, client("dynamodb"), client("s3"), LOCAL_TABLE, LOCAL_BUCKET)
+    api = LocalApi(template)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else None
+            status, headers, payload = api.handle(self.command, self.path, dict(self.headers.items()), body)
+            self.send_response(status)
+            for key, value in headers.items():
+                if key not in {"content-length", "connection"}:
+                    self.send_header(key, value)
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, moto
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument("--moto-port", type=int, default=int(os.environ.get("MOTO_PORT", "0")) or None)
+    args = parser.parse_args(argv)
+    server, moto = start(args.host, args.port, args.moto_port or free_port())
+    print(f"agent memory API on http://{args.host}:{args.port}  (moto on {os.environ['AWS_ENDPOINT_URL']})")
+    for route in api_routes():
+        print(f"  {route.method:6} {route.path}")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        moto.stop()
+
+
+def api_routes() -> list[Route]:
+    return routes(load_template())
+
+
+if __name__ == "__main__":
+    main()

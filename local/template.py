@@ -1,0 +1,163 @@
+"""Read ``template.yaml``: routes, function environments and the table and bucket definitions.
+
+The local server and the integration tests both take their picture of the deployment from here, so the
+template stays the one source of truth for routes, handlers and storage layout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """A YAML loader that turns CloudFormation short tags (``!Ref x``) into their long form (``{"Ref": x}``)."""
+
+
+def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = str(value).split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {name: value}
+
+
+_CfnLoader.add_multi_constructor("!", _construct_tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    with path.open() as fh:
+        return dict(yaml.load(fh, Loader=_CfnLoader))  # noqa: S506 - SafeLoader subclass
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # as in the template: /apps/{app_name}/...
+    function: str  # logical id
+    code_uri: str
+    handler: str
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        if method.upper() != self.method:
+            return None
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        found = re.match(pattern, path)
+        return found.groupdict() if found else None
+
+
+def routes(template: dict[str, Any]) -> list[Route]:
+    """Every HttpApi route of every function, as the template declares it."""
+    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
+    found = []
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                found.append(
+                    Route(
+                        method=event["Properties"]["Method"].upper(),
+                        path=event["Properties"]["Path"],
+                        function=logical_id,
+                        code_uri=props["CodeUri"],
+                        handler=props.get("Handler", default_handler),
+                    )
+                )
+    return found
+
+
+def resolve(value: Any, names: dict[str, str]) -> str:
+    """Resolve ``Ref`` and plain values against ``names`` (logical ids and parameters)."""
+    if isinstance(value, dict) and "Ref" in value:
+        return names[value["Ref"]]
+    return str(value)
+
+
+def parameter_defaults(template: dict[str, Any]) -> dict[str, str]:
+    return {name: str(p.get("Default", "")) for name, p in template.get("Parameters", {}).items()}
+
+
+def function_environment(template: dict[str, Any], logical_id: str, names: dict[str, str]) -> dict[str, str]:
+    """The environment the template gives a function: Globals, then the function's own variables."""
+    env: dict[str, str] = {}
+    global_vars = template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    own = template["Resources"][logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+    for key, value in {**global_vars, **own}.items():
+        env[key] = resolve(value, names)
+    return env
+
+
+def table_definition(template: dict[str, Any], table_name: str, logical_id: str = "MemoryTable") -> dict[str, Any]:
+    """CreateTable arguments equal to the template's table (keys, indexes, billing, stream, encryption)."""
+    props = template["Resources"][logical_id]["Properties"]
+    definition: dict[str, Any] = {
+        "TableName": table_name,
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "BillingMode": props["BillingMode"],
+    }
+    if "LocalSecondaryIndexes" in props:
+        definition["LocalSecondaryIndexes"] = props["LocalSecondaryIndexes"]
+    if "GlobalSecondaryIndexes" in props:
+        definition["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    if "StreamSpecification" in props:
+        definition["StreamSpecification"] = {
+            "StreamEnabled": True,
+            "StreamViewType": props["StreamSpecification"]["StreamViewType"],
+        }
+    if props.get("SSESpecification", {}).get("SSEEnabled"):
+        definition["SSESpecification"] = {"Enabled": True}
+    return definition
+
+
+def provision(template: dict[str, Any], dynamodb: Any, s3: Any, table_name: str, bucket_name: str) -> None:
+    """Create the template's table and bucket (with TTL and versioning) through the given clients."""
+    dynamodb.create_table(**table_definition(template, table_name))
+    ttl = template["Resources"]["MemoryTable"]["Properties"].get("TimeToLiveSpecification")
+    if ttl:
+        dynamodb.update_time_to_live(
+            TableName=table_name,
+            TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+        )
+    s3.create_bucket(Bucket=bucket_name)
+    bucket = template["Resources"]["ContextBucket"]["Properties"]
+    if bucket.get("VersioningConfiguration", {}).get("Status") == "Enabled":
+        s3.put_bucket_versioning(Bucket=bucket_name, VersioningConfiguration={"Status": "Enabled"})
+
+
+def load_handler(route: Route) -> Any:
+    """Import the route's handler from its file, as Lambda would (``CodeUri`` + ``Handler``)."""
+    module_file, func = route.handler.rsplit(".", 1)
+    code_dir = ROOT / route.code_uri
+    module_name = f"_functions.{code_dir.name}.{module_file}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, code_dir / f"{module_file}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    assert isinstance(module, ModuleType)
+    return getattr(module, func)
