@@ -18,7 +18,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
-from .template import ROOT, Route, function_environment, load_handler, load_template, parameter_defaults, provision, routes
+from .template import (
+    ROOT,
+    Route,
+    function_environment,
+    load_handler,
+    load_template,
+    parameter_defaults,
+    provision,
+    routes,
+)
 
 LOCAL_TABLE = "agent-memory-local"
 LOCAL_BUCKET = "agent-memory-local-context"
@@ -85,13 +94,13 @@ def configure_environment(template: dict[str, Any], endpoint: str) -> None:
 
 def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, Any]:
     """Start moto and the API (both in background threads); return the API server and the moto server."""
-    from moto.server import ThreadedMotoServer
-
     import logging
+
+    from .moto_backend import SerializedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
     template = load_template()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto = SerializedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     moto.start()
     configure_environment(template, f"http://127.0.0.1:{moto_port}")
 

@@ -43,7 +43,7 @@ _CfnLoader.add_multi_constructor("!", _construct_tag)
 
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     with path.open() as fh:
-        return dict(yaml.load(fh, Loader=_CfnLoader))  # noqa: S506 - SafeLoader subclass
+        return dict(yaml.load(fh, Loader=_CfnLoader))
 
 
 @dataclass(frozen=True)

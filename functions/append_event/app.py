@@ -1,9 +1,10 @@
 """POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events: append one event or a batch."""
 
-from agent_memory.api import create_app, json_body, json_response, lambda_entry, metrics
-from agent_memory.service.sessions import default_session_service
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_memory.api import create_app, json_body, json_response, lambda_entry, metrics
+from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 

@@ -2,10 +2,11 @@
 
 from typing import Annotated
 
-from agent_memory.api import create_app, json_response, lambda_entry
-from agent_memory.service.sessions import default_session_service
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 

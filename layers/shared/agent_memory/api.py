@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -82,7 +82,9 @@ def create_app() -> APIGatewayHttpResolver:
 
     @app.not_found
     def _not_found(exc: Exception) -> Response[str]:
-        return error_response(404, "route_not_found", f"no route for {app.current_event.http_method} {app.current_event.path}")
+        return error_response(
+            404, "route_not_found", f"no route for {app.current_event.http_method} {app.current_event.path}"
+        )
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response[str]:
@@ -100,4 +102,4 @@ def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any],
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return app.resolve(event, context)
 
-    return handler
+    return cast(Callable[[dict[str, Any], Any], dict[str, Any]], handler)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, MemoryServiceError
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 
-def validate_identifier(value: object, field: str) -> str:
-    """Return ``value`` if it is 1–128 of ``[A-Za-z0-9._:@-]`` starting with a letter or digit, else raise."""
+def validate_identifier(value: object, field: str, error: type[MemoryServiceError] = InvalidInput) -> str:
+    """Return ``value`` if it is 1–128 of ``[A-Za-z0-9._:@-]`` starting with a letter or digit, else raise
+    ``error`` (400 for path parameters; the service passes UnprocessableInput, 422, for body fields)."""
     if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
-        raise InvalidInput(
+        raise error(
             f"{field} must be 1-128 characters of [A-Za-z0-9._:@-] starting with a letter or digit",
             field=field,
         )

@@ -42,7 +42,7 @@ class AppendOutcome:
     batch: bool  # the request used the {events: [...]} form
 
 
-def parse_if_match(header: str | None) -> int | None | str:
+def parse_if_match(header: str | None) -> int | str | None:
     """The version an ``If-Match`` header names: None when absent, ``"*"`` for any, else an int.
 
     A value that names no version (not an integer ETag) can never match: it answers 412, as HTTP says.
@@ -140,7 +140,10 @@ class SessionService:
             field = sorted(unknown)[0]
             raise UnprocessableInput(f"{field}: unknown field", field=field)
         session_id = body.get("session_id", body.get("sessionId"))
-        session_id = str(uuid.uuid4()) if session_id is None else validate_identifier(session_id, "session_id")
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+        else:
+            validate_identifier(session_id, "session_id", UnprocessableInput)
         state = body.get("state") or {}
         if not isinstance(state, dict):
             raise UnprocessableInput("state must be a JSON object", field="state")
@@ -252,7 +255,7 @@ class SessionService:
         if event.id is None:
             event.id = str(uuid.uuid4())
         else:
-            validate_identifier(event.id, f"{prefix}.id" if prefix else "id")
+            validate_identifier(event.id, f"{prefix}.id" if prefix else "id", UnprocessableInput)
         if event.timestamp is None:
             event.timestamp = self._clock()
         delta = event.actions.state_delta

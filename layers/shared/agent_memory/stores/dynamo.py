@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from ..errors import Conflict, PreconditionFailed, SessionNotFound
+from ..errors import Conflict, PayloadTooLarge, PreconditionFailed, SessionNotFound
 from ..policy.state import ScopedDelta
 from .ports import AppendResult, BlobStore, EventQuery, NewEvent, SessionKey, SessionRecord
 
@@ -244,18 +244,30 @@ class DynamoSessionStore:
     # --- events ---------------------------------------------------------------------------------------------
 
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        staged: dict[str, tuple[str, str]] = {}  # event id -> (body json, or "" and the S3 key of the body)
+        try:
+            return self._append(key, events, expected_version, staged)
+        finally:
+            # Payloads offloaded for events that did not land (an error, a duplicate id) are not kept.
+            for event_id in list(staged):
+                self._discard_staged(staged, event_id)
+
+    def _append(
+        self,
+        key: SessionKey,
+        events: list[NewEvent],
+        expected_version: int | None,
+        staged: dict[str, tuple[str, str]],
+    ) -> AppendResult:
         results: dict[str, dict[str, Any]] = {}  # event id -> stored event
         created_ids: set[str] = set()
         pending = _unique_by_id(events)
-        staged: dict[str, tuple[str, str]] = {}  # event id -> (body json, or "" and the S3 key of the body)
         deadline = time.monotonic() + APPEND_TIME_BUDGET_S
         attempt = 0
         version = 0
         while pending:
             meta = self._read_counters(key)
             if meta is None:
-                for event_id in list(staged):
-                    self._discard_staged(staged, event_id)
                 raise SessionNotFound(key.session_id)
             version, last_seq, update_time = meta
             if expected_version is not None and version != expected_version:
@@ -268,6 +280,7 @@ class DynamoSessionStore:
                 for stored in outcome:
                     results[stored["id"]] = stored
                     created_ids.add(stored["id"])
+                    staged.pop(stored["id"], None)  # landed: its payload stays
                 done = {e.id for e in chunk}
                 pending = [e for e in pending if e.id not in done]
                 version += 1
@@ -416,14 +429,20 @@ class DynamoSessionStore:
             self._db.transact_write_items(TransactItems=actions)
         except self._db.exceptions.TransactionCanceledException as exc:
             reasons = exc.response.get("CancellationReasons", [])
-            unexpected = {r.get("Code", "None") for r in reasons} - _RETRYABLE_CODES
-            if unexpected:
+            codes = {r.get("Code", "None") for r in reasons}
+            if "ValidationError" in codes:
+                raise _too_large() from exc
+            if codes - _RETRYABLE_CODES:
                 raise
             return _Duplicates(
                 self._event_from_item(reason["Item"])
                 for reason in reasons[1 : 1 + len(chunk)]
                 if reason.get("Code") == "ConditionalCheckFailed" and "Item" in reason
             )
+        except self._db.exceptions.ClientError as exc:
+            if exc.response["Error"]["Code"] == "ValidationException" and "size" in str(exc):
+                raise _too_large() from exc
+            raise
         return stored
 
     def _event_from_item(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -486,6 +505,14 @@ def _record_from_item(item: dict[str, Any]) -> SessionRecord:
         version=int(item["version"]["N"]),
         last_seq=int(item["last_seq"]["N"]),
         state=_state_from_item(item),
+    )
+
+
+def _too_large() -> PayloadTooLarge:
+    return PayloadTooLarge(
+        "the append would grow the session's state past DynamoDB's 400 KB item limit; keep large values in "
+        "events or artifacts, not in state",
+        field="actions.state_delta",
     )
 
 

@@ -29,4 +29,6 @@ class EventBridgePublisher:
         )
         if response.get("FailedEntryCount"):
             entry = response["Entries"][0]
-            raise RuntimeError(f"EventBridge rejected {detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}")
+            raise RuntimeError(
+                f"EventBridge rejected {detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}"
+            )

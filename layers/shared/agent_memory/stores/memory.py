@@ -51,7 +51,9 @@ class InMemorySessionStore:
             ids = sorted(
                 k.session_id
                 for k in self._sessions
-                if k.app_name == app_name and k.user_id == user_id and (start_after is None or k.session_id > start_after)
+                if k.app_name == app_name
+                and k.user_id == user_id
+                and (start_after is None or k.session_id > start_after)
             )
             page = ids[:limit]
             records = [copy.deepcopy(self._sessions[SessionKey(app_name, user_id, sid)]) for sid in page]
@@ -92,9 +94,7 @@ class InMemorySessionStore:
                 record.update_time = max(record.update_time, max(e.timestamp for e in new))
                 for event in new:
                     record.state.update(copy.deepcopy(event.delta.session))
-                    self._user_state.setdefault((key.app_name, key.user_id), {}).update(
-                        copy.deepcopy(event.delta.user)
-                    )
+                    self._user_state.setdefault((key.app_name, key.user_id), {}).update(copy.deepcopy(event.delta.user))
                     self._app_state.setdefault(key.app_name, {}).update(copy.deepcopy(event.delta.app))
             return AppendResult(events=out, created=created, version=record.version)
 

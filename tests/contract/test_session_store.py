@@ -1,0 +1,191 @@
+"""One contract, every SessionStore adapter: the in-memory store and the DynamoDB store (against moto)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_memory.errors import PreconditionFailed, SessionNotFound
+from agent_memory.policy.state import ScopedDelta, split_delta
+from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.memory import InMemoryBlobStore, InMemorySessionStore
+from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
+from agent_memory.stores.s3 import S3BlobStore
+from tests.conftest import BUCKET, TABLE
+
+KEY = SessionKey("app", "alice", "s1")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
+    if request.param == "memory":
+        yield InMemorySessionStore()
+    else:
+        aws: dict[str, Any] = request.getfixturevalue("aws")
+        yield DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), offload_bytes=2_000)
+
+
+def record(key: SessionKey = KEY, now: float = 1000.0) -> SessionRecord:
+    return SessionRecord(key.app_name, key.user_id, key.session_id, create_time=now, update_time=now)
+
+
+def event(event_id: str, ts: float, text: str = "hi", delta: dict[str, Any] | None = None) -> NewEvent:
+    body = {
+        "id": event_id,
+        "author": "user",
+        "timestamp": ts,
+        "content": {"role": "user", "parts": [{"text": text}]},
+        "actions": {"state_delta": delta or {}},
+    }
+    return NewEvent(id=event_id, timestamp=ts, body=body, delta=split_delta(delta or {}))
+
+
+def test_create_is_get_or_create_and_applies_state_by_scope(store: SessionStore) -> None:
+    stored, created = store.create_session(record(), split_delta({"a": 1, "user:name": "Ann", "app:tier": "pro"}))
+    assert created
+    assert (stored.state, stored.user_state, stored.app_state) == ({"a": 1}, {"name": "Ann"}, {"tier": "pro"})
+    again, created_again = store.create_session(record(now=2000.0), split_delta({"a": 99, "user:name": "Bob"}))
+    assert not created_again
+    assert again.create_time == 1000.0
+    assert again.state == {"a": 1} and again.user_state == {"name": "Ann"}
+
+
+def test_get_missing_session_is_none(store: SessionStore) -> None:
+    assert store.get_session(KEY) is None
+
+
+def test_append_assigns_increasing_seq_and_applies_deltas_atomically(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    first = store.append_events(KEY, [event("e1", 1001.0, delta={"k": 1, "user:u": "x"})], None)
+    second = store.append_events(
+        KEY, [event("e2", 1002.0, delta={"k": 2}), event("e3", 1003.0, delta={"app:a": [1, 2.5, None]})], None
+    )
+    assert [e["seq"] for e in first.events + second.events] == [1, 2, 3]
+    assert (first.version, second.version) == (1, 2)
+    got = store.get_session(KEY)
+    assert got is not None
+    assert got.state == {"k": 2} and got.user_state == {"u": "x"} and got.app_state == {"a": [1, 2.5, None]}
+    assert got.version == 2 and got.last_seq == 3 and got.update_time == 1003.0
+
+
+def test_user_and_app_state_are_shared_across_sessions(store: SessionStore) -> None:
+    other = SessionKey("app", "alice", "s2")
+    store.create_session(record(), ScopedDelta())
+    store.create_session(record(other), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, delta={"user:lang": "fr", "app:v": 2, "mine": True})], None)
+    got = store.get_session(other)
+    assert got is not None
+    assert got.user_state == {"lang": "fr"} and got.app_state == {"v": 2} and got.state == {}
+    stranger = SessionKey("app", "bob", "s9")
+    store.create_session(record(stranger), ScopedDelta())
+    theirs = store.get_session(stranger)
+    assert theirs is not None and theirs.user_state == {} and theirs.app_state == {"v": 2}
+
+
+def test_duplicate_event_id_stores_nothing_and_returns_the_stored_event(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, text="original", delta={"k": 1})], None)
+    again = store.append_events(KEY, [event("e1", 1005.0, text="changed", delta={"k": 2})], None)
+    assert again.created == [False]
+    assert again.events[0]["content"]["parts"][0]["text"] == "original" and again.events[0]["seq"] == 1
+    got = store.get_session(KEY)
+    assert got is not None and got.state == {"k": 1} and got.version == 1
+    assert [e["id"] for e in store.read_events(KEY, EventQuery())] == ["e1"]
+
+
+def test_batch_with_a_known_id_stores_only_the_new_events(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    result = store.append_events(KEY, [event("e1", 1001.0), event("e2", 1002.0), event("e2", 1002.0)], None)
+    assert result.created == [False, True, False]
+    assert [e["seq"] for e in result.events] == [1, 2, 2]
+    assert [e["id"] for e in store.read_events(KEY, EventQuery())] == ["e1", "e2"]
+
+
+def test_append_to_missing_session_raises(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.append_events(KEY, [event("e1", 1.0)], None)
+
+
+def test_expected_version_guards_the_append(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], 0)
+    with pytest.raises(PreconditionFailed):
+        store.append_events(KEY, [event("e2", 1002.0, delta={"k": 1})], 0)
+    got = store.get_session(KEY)
+    assert got is not None and got.version == 1 and got.state == {}
+    assert [e["id"] for e in store.read_events(KEY, EventQuery())] == ["e1"]
+
+
+def test_read_events_by_recency_and_timestamp(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    # Timestamps out of seq order on purpose: after_timestamp filters by time, output stays in seq order.
+    stamps = [1005.0, 1001.0, 1003.0, 1004.0, 1002.0]
+    store.append_events(KEY, [event(f"e{i}", ts) for i, ts in enumerate(stamps)], None)
+    ids = lambda q: [e["id"] for e in store.read_events(KEY, q)]  # noqa: E731
+    assert ids(EventQuery()) == ["e0", "e1", "e2", "e3", "e4"]
+    assert ids(EventQuery(num_recent=2)) == ["e3", "e4"]
+    assert ids(EventQuery(num_recent=0)) == []
+    assert ids(EventQuery(num_recent=50)) == ["e0", "e1", "e2", "e3", "e4"]
+    assert ids(EventQuery(after_timestamp=1003.0)) == ["e0", "e2", "e3"]
+    assert ids(EventQuery(after_timestamp=1003.0, num_recent=2)) == ["e2", "e3"]
+
+
+def test_large_event_round_trips(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    text = "x" * 10_000 + "é" * 100  # over the test store's 2 KB offload threshold
+    stored = store.append_events(KEY, [event("big", 1001.0, text=text), event("small", 1002.0)], None)
+    assert stored.events[0]["content"]["parts"][0]["text"] == text
+    events = store.read_events(KEY, EventQuery())
+    assert [e["content"]["parts"][0]["text"] for e in events] == [text, "hi"]
+
+
+def test_list_pages_through_every_session_once(store: SessionStore) -> None:
+    ids = [f"s{i:02d}" for i in range(7)]
+    for sid in ids:
+        store.create_session(record(SessionKey("app", "alice", sid)), ScopedDelta())
+    store.create_session(record(SessionKey("app", "bob", "s99")), ScopedDelta())
+    store.create_session(record(SessionKey("other", "alice", "s98")), ScopedDelta())
+    seen: list[str] = []
+    after = None
+    while True:
+        page, after = store.list_sessions("app", "alice", 3, after)
+        seen.extend(r.session_id for r in page)
+        assert len(page) <= 3
+        if after is None:
+            break
+    assert seen == ids
+
+
+def test_delete_removes_session_and_events_and_is_idempotent(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, text="y" * 5000)], None)
+    store.delete_session(KEY)
+    store.delete_session(KEY)
+    assert store.get_session(KEY) is None
+    assert store.read_events(KEY, EventQuery()) == []
+    with pytest.raises(SessionNotFound):
+        store.append_events(KEY, [event("e2", 1.0)], None)
+    # A new session under the same id starts empty.
+    store.create_session(record(), ScopedDelta())
+    assert store.read_events(KEY, EventQuery()) == []
+
+
+def test_timestamps_keep_full_precision(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    ts = time.time()
+    store.append_events(KEY, [event("e1", ts)], None)
+    assert store.read_events(KEY, EventQuery())[0]["timestamp"] == ts
+    assert store.read_events(KEY, EventQuery(after_timestamp=ts))[0]["id"] == "e1"
+
+
+def test_in_memory_blob_store_deletes_by_prefix() -> None:
+    blobs = InMemoryBlobStore()
+    blobs.put("a/1", b"1")
+    blobs.put("a/2", b"2")
+    blobs.put("b/1", b"3")
+    assert blobs.delete_prefix("a/") == 2
+    assert list(blobs.objects) == ["b/1"]
