@@ -1,1 +1,11 @@
-"""The Docker-free local API: moto for DynamoDB, S3 and EventBridge; the real handlers behind HTTP."""
+"""The Docker-free local API: moto for DynamoDB, S3 and EventBridge; the real handlers behind HTTP.
+
+Importing this package puts the shared layer (layers/shared) on sys.path, as Lambda puts a layer on /opt/python.
+"""
+
+import sys
+from pathlib import Path
+
+_LAYER = str(Path(__file__).resolve().parent.parent / "layers" / "shared")
+if _LAYER not in sys.path:
+    sys.path.insert(0, _LAYER)

@@ -89,7 +89,6 @@ def configure_environment(template: dict[str, Any], endpoint: str) -> None:
     names = parameter_defaults(template) | {"MemoryTable": LOCAL_TABLE, "ContextBucket": LOCAL_BUCKET}
     for route in routes(template):
         os.environ.update(function_environment(template, route.function, names))
-    sys.path.insert(0, str(ROOT / "layers" / "shared"))
 
 
 def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, Any]:

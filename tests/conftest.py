@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from bench.aws_counter import RequestCounter
+
 TABLE = "agent-memory-test"
 BUCKET = "agent-memory-test-context"
 
@@ -41,49 +43,12 @@ def _clear_caches() -> None:
 @pytest.fixture
 def aws() -> Iterator[dict[str, Any]]:
     """moto in-process with the template's table and bucket; yields the clients the code under test uses."""
-    from moto import mock_aws
-    from moto.core.botocore_stubber import BotocoreStubber
+    from local.inprocess import in_process_aws
 
-    from agent_memory.aws import client
-    from local.moto_backend import MOTO_LOCK
-    from local.template import load_template, provision
-
-    # moto is not thread-safe; apply one request at a time, as the local server does (local/moto_backend.py).
-    original = BotocoreStubber.process_request
-
-    def serialized(self: Any, request: Any) -> Any:
-        with MOTO_LOCK:
-            return original(self, request)
-
-    with mock_aws(), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BotocoreStubber, "process_request", serialized)
-        _clear_caches()
-        provision(load_template(), client("dynamodb"), client("s3"), TABLE, BUCKET)
-        yield {"dynamodb": client("dynamodb"), "s3": client("s3"), "events": client("events")}
-        _clear_caches()
-
-
-class RequestCounter:
-    """Counts AWS API calls per service and operation through a botocore event hook."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, model: Any, **_: Any) -> None:
-        self.calls.append((model.service_model.service_name, model.name))
-
-    def attach(self, *clients: Any) -> RequestCounter:
-        for c in clients:
-            c.meta.events.register("before-call.*.*", self)
-        return self
-
-    def count(self, service: str | None = None, operation: str | None = None) -> int:
-        return sum(
-            1 for s, o in self.calls if (service is None or s == service) and (operation is None or o == operation)
-        )
-
-    def reset(self) -> None:
-        self.calls.clear()
+    _clear_caches()
+    with in_process_aws(TABLE, BUCKET) as clients:
+        yield clients
+    _clear_caches()
 
 
 @pytest.fixture

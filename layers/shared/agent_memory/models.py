@@ -2,7 +2,8 @@
 
 Input accepts snake_case and ADK's camelCase aliases (``invocationId``, ``stateDelta``, ``functionCall`` …);
 output is snake_case. Every model keeps fields it does not declare (``extra="allow"``), so nothing a client
-sends is lost on the way through storage.
+sends is lost on the way through storage, except fields whose value is null: output omits nulls, as ADK's
+own JSON does.
 """
 
 from __future__ import annotations
@@ -212,6 +213,8 @@ def chat_message_to_event(data: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(call, dict):
             raise ValueError("tool_calls items must be objects")
         function = call.get("function") or {}
+        if not isinstance(function, dict):
+            raise ValueError("tool_calls[].function must be an object")
         args: Any = function.get("arguments")
         parts.append(
             {

@@ -30,10 +30,13 @@ def decode_page_token(app_name: str, user_id: str, token: str) -> str:
     if not token or len(token) > 1024:
         raise bad
     try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad from exc
-    if not isinstance(data, dict) or data.get("v") != 1 or data.get("scope") != _scope_tag(app_name, user_id):
+    if not isinstance(data, dict) or type(data.get("v")) is not int or data["v"] != 1:
+        raise bad
+    if data.get("scope") != _scope_tag(app_name, user_id):
         raise bad
     try:
         return validate_identifier(data.get("after"), "next_token")

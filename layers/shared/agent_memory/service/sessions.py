@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -55,24 +56,32 @@ def parse_if_match(header: str | None) -> int | str | None:
     if value.startswith("W/"):
         value = value[2:]
     value = value.strip('"')
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise PreconditionFailed(f"If-Match {header!r} does not match the current ETag", field="If-Match")
     return int(value)
 
 
 def parse_timestamp(value: str | float | None, field: str) -> float | None:
     """Seconds since the epoch, from a number or an ISO 8601 string."""
-    if value is None or isinstance(value, int | float):
-        return None if value is None else float(value)
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidInput(f"{field} must be seconds since the epoch or an ISO 8601 time", field=field) from exc
-    return parsed.timestamp()
+    if value is None:
+        return None
+    bad = InvalidInput(f"{field} must be seconds since the epoch or an ISO 8601 time", field=field)
+    if isinstance(value, str):
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise bad from exc
+            if parsed.tzinfo is None:  # a time without a zone is UTC, not the server's local time
+                parsed = parsed.replace(tzinfo=UTC)
+            return parsed.timestamp()
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds):
+        raise bad
+    return seconds
 
 
 def _field_path(loc: tuple[Any, ...], prefix: str) -> str:
@@ -144,7 +153,8 @@ class SessionService:
             session_id = str(uuid.uuid4())
         else:
             validate_identifier(session_id, "session_id", UnprocessableInput)
-        state = body.get("state") or {}
+        state = body.get("state")
+        state = {} if state is None else state
         if not isinstance(state, dict):
             raise UnprocessableInput("state must be a JSON object", field="state")
         now = self._clock()

@@ -1,0 +1,319 @@
+"""template.yaml as deployed: API auth, routes and handlers, least-privilege policies, storage settings, logs,
+layer layout, documented parameters; and the sample events in events/ invoke the real handlers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local.apigw import LambdaContext, http_api_event
+from local.template import ROOT, Route, load_handler, load_template, routes
+
+TEMPLATE = load_template()
+RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
+EVENTS_DIR = ROOT / "events"
+
+EXPECTED_ROUTES = {
+    ("POST", "/apps/{app_name}/users/{user_id}/sessions"),
+    ("GET", "/apps/{app_name}/users/{user_id}/sessions"),
+    ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
+    ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
+    ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
+}
+READ_ONLY_FUNCTIONS = ("GetSessionFunction", "ListSessionsFunction")
+WRITE_WORDS = ("put", "update", "delete", "batchwrite", "transact")
+SAMPLE_EVENTS = ("create_session", "get_session", "list_sessions", "delete_session", "append_event")
+
+
+def resources_of_type(resource_type: str) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in RESOURCES.items() if r["Type"] == resource_type}
+
+
+FUNCTIONS = resources_of_type("AWS::Serverless::Function")
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def policy_statements(function: str) -> list[dict[str, Any]]:
+    """Every inline statement of a function's Policies; any other policy form (a managed policy, a SAM policy
+    template) would hide its actions from these checks, so it fails the test instead."""
+    statements = []
+    for policy in as_list(FUNCTIONS[function]["Properties"].get("Policies", [])):
+        assert isinstance(policy, dict) and set(policy) <= {"Version", "Statement"}, (
+            f"{function}: only inline Statement policies can be checked, got {policy!r}"
+        )
+        statements.extend(as_list(policy["Statement"]))
+    return statements
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    assert "NotAction" not in statement, "NotAction grants everything it does not name"
+    return [str(a) for a in as_list(statement["Action"])]
+
+
+def ref(value: Any) -> str:
+    assert isinstance(value, dict) and set(value) == {"Ref"}, f"expected a !Ref, got {value!r}"
+    return str(value["Ref"])
+
+
+# --- API and routes -----------------------------------------------------------------------------------------
+
+
+def test_http_api_requires_iam_auth() -> None:
+    apis = resources_of_type("AWS::Serverless::HttpApi")
+    assert list(apis) == ["MemoryApi"]
+    auth = apis["MemoryApi"]["Properties"]["Auth"]
+    assert auth["DefaultAuthorizer"] == "AWS_IAM"
+    assert auth["EnableIamAuthorizer"] is True
+
+
+def test_every_route_is_on_the_iam_api_without_an_auth_override() -> None:
+    # A route without ApiId lands on SAM's implicit API, which has no authorizer.
+    for name, function in FUNCTIONS.items():
+        for event in function["Properties"].get("Events", {}).values():
+            assert event["Type"] == "HttpApi", name
+            assert ref(event["Properties"].get("ApiId")) == "MemoryApi", name
+            assert "Auth" not in event["Properties"], f"{name} overrides the API's IAM auth"
+
+
+def test_routes_are_exactly_the_five_of_the_contract() -> None:
+    found = [(r.method, r.path) for r in routes(TEMPLATE)]
+    assert len(found) == len(set(found)), f"duplicate routes: {found}"
+    assert set(found) == EXPECTED_ROUTES
+
+
+@pytest.mark.parametrize("route", routes(TEMPLATE), ids=lambda r: r.route_key)
+def test_route_handler_exists_and_is_callable(route: Route) -> None:
+    code_dir = ROOT / route.code_uri
+    assert code_dir.is_dir(), f"{route.function}: CodeUri {route.code_uri} does not exist"
+    assert route.handler == "app.lambda_handler"
+    assert (code_dir / "app.py").is_file()
+    handler = load_handler(route)
+    assert callable(handler)
+
+
+# --- least privilege ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", READ_ONLY_FUNCTIONS)
+def test_read_only_functions_cannot_write(function: str) -> None:
+    statements = policy_statements(function)
+    assert statements, f"{function} has no policy statements"
+    for statement in statements:
+        for action in actions(statement):
+            assert not any(word in action.lower() for word in WRITE_WORDS), f"{function} may write: {action}"
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_function_policies_have_no_wildcard_actions_or_resources(function: str) -> None:
+    statements = policy_statements(function)
+    assert statements, f"{function} has no policy statements"
+    for statement in statements:
+        for action in actions(statement):
+            assert action != "*" and not action.endswith(":*"), f"{function}: wildcard action {action}"
+        assert "NotResource" not in statement
+        for resource in as_list(statement["Resource"]):
+            assert resource != "*", f"{function}: Resource '*'"
+
+
+# --- storage ------------------------------------------------------------------------------------------------
+
+
+def test_table_settings() -> None:
+    table = RESOURCES["MemoryTable"]
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["StreamSpecification"]["StreamViewType"]
+    assert {i["IndexName"] for i in props["LocalSecondaryIndexes"]} == {"by_seq", "by_ts"}
+
+
+def test_bucket_settings() -> None:
+    bucket = RESOURCES["ContextBucket"]
+    assert bucket["Type"] == "AWS::S3::Bucket"
+    props = bucket["Properties"]
+    rules = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rules and all(r["ServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules)
+    assert props["VersioningConfiguration"]["Status"] == "Enabled"
+    block = props["PublicAccessBlockConfiguration"]
+    flags = ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")
+    assert {flag: block.get(flag) for flag in flags} == dict.fromkeys(flags, True)
+    lifecycle = props["LifecycleConfiguration"]["Rules"]
+    assert any(r.get("Status") == "Enabled" and "NoncurrentVersionExpiration" in r for r in lifecycle)
+
+
+def test_bucket_policy_denies_insecure_transport() -> None:
+    bucket_policies = resources_of_type("AWS::S3::BucketPolicy").values()
+    policies = [p for p in bucket_policies if ref(p["Properties"]["Bucket"]) == "ContextBucket"]
+    assert len(policies) == 1
+    statements = as_list(policies[0]["Properties"]["PolicyDocument"]["Statement"])
+    denies = [
+        s
+        for s in statements
+        if s["Effect"] == "Deny"
+        and str(s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport")).lower() == "false"
+    ]
+    assert denies, "no statement denies requests without TLS"
+    resources = [json.dumps(r) for s in denies for r in as_list(s["Resource"])]
+    assert any("/*" in r for r in resources), "the deny must cover the bucket's objects"
+
+
+# --- logs, globals, layer -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_function_logs_to_a_log_group_with_retention(function: str) -> None:
+    log_group = ref(FUNCTIONS[function]["Properties"]["LoggingConfig"]["LogGroup"])
+    assert RESOURCES[log_group]["Type"] == "AWS::Logs::LogGroup"
+    assert RESOURCES[log_group]["Properties"]["RetentionInDays"]
+
+
+def test_globals() -> None:
+    function = TEMPLATE["Globals"]["Function"]
+    assert function["Runtime"] == "python3.11"
+    assert function["Architectures"] == ["arm64"]
+    variables = function["Environment"]["Variables"]
+    for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"):
+        assert variables.get(name), f"Globals lack {name}"
+    for name, resource in FUNCTIONS.items():
+        props = resource["Properties"]
+        assert props.get("Runtime", "python3.11") == "python3.11", name
+        assert props.get("Architectures", ["arm64"]) == ["arm64"], name
+
+
+def test_layer_build_and_layout() -> None:
+    layers = resources_of_type("AWS::Serverless::LayerVersion")
+    assert list(layers) == ["SharedLayer"]
+    layer = layers["SharedLayer"]
+    assert layer["Metadata"]["BuildMethod"] == "python3.11"
+    assert layer["Properties"]["ContentUri"] == "layers/shared/"
+    content = ROOT / "layers" / "shared"
+    assert (content / "requirements.txt").is_file()
+    assert (content / "agent_memory" / "__init__.py").is_file()
+    # With BuildMethod python3.11, sam build installs into python/ itself; a source python/ dir would nest it.
+    assert not (content / "python").exists()
+    assert {"Ref": "SharedLayer"} in TEMPLATE["Globals"]["Function"]["Layers"]
+
+
+# --- parameters ---------------------------------------------------------------------------------------------
+
+
+def test_every_parameter_has_a_description() -> None:
+    parameters = TEMPLATE["Parameters"]
+    assert parameters
+    for name, parameter in parameters.items():
+        assert str(parameter.get("Description", "")).strip(), f"parameter {name} has no Description"
+
+
+def test_readme_documents_every_parameter() -> None:
+    readme = ROOT / "README.md"
+    assert readme.is_file(), "README.md is missing; it must document every template parameter"
+    text = readme.read_text()
+    missing = [name for name in TEMPLATE["Parameters"] if name not in text]
+    assert not missing, f"README.md does not mention parameters {missing}"
+
+
+# --- sample events ------------------------------------------------------------------------------------------
+
+
+def load_event(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text())
+    return event
+
+
+def route_for(event: dict[str, Any]) -> Route:
+    """The route API Gateway would pick for the event's method and path."""
+    method = event["requestContext"]["http"]["method"]
+    matches = [r for r in routes(TEMPLATE) if r.match(method, event["rawPath"]) is not None]
+    assert len(matches) == 1, f"{method} {event['rawPath']} matches {matches}"
+    return matches[0]
+
+
+def invoke(name: str) -> tuple[int, Any]:
+    event = load_event(name)
+    response = load_handler(route_for(event))(event, LambdaContext(function_name=name))
+    assert not response.get("isBase64Encoded")
+    body = response.get("body") or ""
+    return int(response["statusCode"]), json.loads(body) if body else None
+
+
+@pytest.fixture
+def session(aws: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    status, body = invoke("create_session")
+    assert status == 201, body
+    yield body
+
+
+@pytest.mark.parametrize("name", SAMPLE_EVENTS)
+def test_sample_event_matches_a_template_route(name: str) -> None:
+    path = EVENTS_DIR / f"{name}.json"
+    assert path.is_file()
+    event = load_event(name)
+    route = route_for(event)
+    assert event["routeKey"] == route.route_key
+    assert event["requestContext"]["routeKey"] == route.route_key
+    assert event["pathParameters"] == route.match(route.method, event["rawPath"])
+    assert event["requestContext"]["http"]["path"] == event["rawPath"]
+    assert event["version"] == "2.0" and event["isBase64Encoded"] is False
+    assert event["requestContext"]["stage"] == "$default"
+    assert "iam" in event["requestContext"]["authorizer"]
+    assert all(h == h.lower() for h in event["headers"]) and "content-type" in event["headers"]
+    # At least every field the local API's events carry, so handlers see the same shape locally and deployed.
+    reference = http_api_event(
+        route,
+        event["rawPath"],
+        event["pathParameters"],
+        query=event.get("queryStringParameters"),
+        body=event.get("body"),
+    )
+    assert set(reference) <= set(event)
+    assert set(reference["requestContext"]) <= set(event["requestContext"])
+    assert set(reference["requestContext"]["http"]) <= set(event["requestContext"]["http"])
+    assert event["rawQueryString"] == reference["rawQueryString"]
+    if "body" in event:
+        assert isinstance(json.loads(event["body"]), dict)
+
+
+def test_create_session_event(aws: dict[str, Any]) -> None:
+    status, body = invoke("create_session")
+    assert status == 201
+    assert body["id"] == "s1" and body["app_name"] == "demo" and body["user_id"] == "alice"
+    assert body["state"] == {"user:name": "Alice"} and body["created"] is True
+
+
+def test_append_event_event(session: dict[str, Any]) -> None:
+    status, body = invoke("append_event")
+    assert status == 201
+    assert body["author"] == "user" and body["seq"] == 1
+    assert body["content"]["role"] == "user" and body["content"]["parts"][0]["text"]
+    assert body["actions"]["state_delta"] == {"topic": "travel"}
+
+
+def test_get_session_event(session: dict[str, Any]) -> None:
+    _, appended = invoke("append_event")
+    status, body = invoke("get_session")
+    assert status == 200
+    assert body["id"] == "s1"
+    assert body["events"] == [appended]
+    assert body["state"] == {"user:name": "Alice", "topic": "travel"}
+
+
+def test_list_sessions_event(session: dict[str, Any]) -> None:
+    status, body = invoke("list_sessions")
+    assert status == 200
+    assert [s["id"] for s in body["sessions"]] == ["s1"]
+
+
+def test_delete_session_event(session: dict[str, Any]) -> None:
+    status, body = invoke("delete_session")
+    assert status == 204 and body is None
+    status, body = invoke("get_session")
+    assert status == 404, body
