@@ -19,7 +19,6 @@ from urllib.parse import parse_qs, urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
 from .template import (
-    ROOT,
     Route,
     function_environment,
     load_handler,
