@@ -13,6 +13,8 @@ import os
 import socket
 import sys
 import threading
+import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,12 +22,15 @@ from urllib.parse import parse_qs, urlsplit
 from .apigw import LambdaContext, http_api_event, response_body
 from .template import (
     Route,
+    Schedule,
     function_environment,
+    functions,
     load_handler,
     load_template,
     parameter_defaults,
     provision,
     routes,
+    schedules,
 )
 
 LOCAL_TABLE = "agent-memory-local"
@@ -85,9 +90,44 @@ def configure_environment(template: dict[str, Any], endpoint: str) -> None:
             "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         }
     )
-    names = parameter_defaults(template) | {"MemoryTable": LOCAL_TABLE, "ContextBucket": LOCAL_BUCKET}
-    for route in routes(template):
-        os.environ.update(function_environment(template, route.function, names))
+    for function in functions(template):
+        for name, value in function_environment(template, function, local_names(template)).items():
+            os.environ.setdefault(name, value)  # the caller's environment overrides the template's defaults
+
+
+def local_names(template: dict[str, Any]) -> dict[str, str]:
+    """What ``!Ref`` resolves to locally: parameter defaults, the local table and bucket."""
+    return parameter_defaults(template) | {"MemoryTable": LOCAL_TABLE, "ContextBucket": LOCAL_BUCKET}
+
+
+def start_schedules(template: dict[str, Any], every_s: float, stop: threading.Event) -> list[threading.Thread]:
+    """Run the template's scheduled functions every ``every_s`` seconds (EventBridge schedules, locally)."""
+    threads = []
+    for schedule in schedules(template, local_names(template)):
+
+        def tick(schedule: Schedule = schedule) -> None:
+            handler = load_handler(schedule)
+            while not stop.wait(every_s):
+                event = {
+                    "version": "0",
+                    "id": str(uuid.uuid4()),
+                    "detail-type": "Scheduled Event",
+                    "source": "aws.events",
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "resources": [f"local:{schedule.function}"],
+                    "detail": {},
+                }
+                try:
+                    result = handler(event, LambdaContext(function_name=schedule.function, deadline=time.time() + 60))
+                    if result and (result.get("compacted") or result.get("failed")):
+                        print(f"schedule {schedule.function}: {result}", file=sys.stderr)
+                except Exception as exc:  # keep the timer alive; the error is in the log
+                    print(f"schedule {schedule.function} failed: {exc!r}", file=sys.stderr)
+
+        thread = threading.Thread(target=tick, name=f"schedule-{schedule.function}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    return threads
 
 
 def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, Any]:
@@ -132,6 +172,7 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    start_schedules(template, float(os.environ.get("SCHEDULE_SECONDS", "10")), threading.Event())
     return server, moto
 
 
@@ -140,7 +181,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
     parser.add_argument("--moto-port", type=int, default=int(os.environ.get("MOTO_PORT", "0")) or None)
+    parser.add_argument(
+        "--schedule-seconds",
+        type=float,
+        default=float(os.environ.get("SCHEDULE_SECONDS", "10")),
+        help="how often the scheduled functions (the compaction sweep) run; EventBridge would use the template's",
+    )
     args = parser.parse_args(argv)
+    os.environ["SCHEDULE_SECONDS"] = str(args.schedule_seconds)
     server, moto = start(args.host, args.port, args.moto_port or free_port())
     print(f"agent memory API on http://{args.host}:{args.port}  (moto on {os.environ['AWS_ENDPOINT_URL']})")
     for route in api_routes():

@@ -88,6 +88,39 @@ def routes(template: dict[str, Any]) -> list[Route]:
     return found
 
 
+@dataclass(frozen=True)
+class Schedule:
+    function: str  # logical id
+    code_uri: str
+    handler: str
+    expression: str
+
+
+def schedules(template: dict[str, Any], names: dict[str, str]) -> list[Schedule]:
+    """Every Schedule event of every function (``names`` resolves a ``!Ref`` expression)."""
+    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
+    found = []
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "Schedule":
+                found.append(
+                    Schedule(
+                        function=logical_id,
+                        code_uri=props["CodeUri"],
+                        handler=props.get("Handler", default_handler),
+                        expression=resolve(event["Properties"]["Schedule"], names),
+                    )
+                )
+    return found
+
+
+def functions(template: dict[str, Any]) -> list[str]:
+    return [k for k, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"]
+
+
 def resolve(value: Any, names: dict[str, str]) -> str:
     """Resolve ``Ref`` and plain values against ``names`` (logical ids and parameters)."""
     if isinstance(value, dict) and "Ref" in value:
@@ -147,10 +180,10 @@ def provision(template: dict[str, Any], dynamodb: Any, s3: Any, table_name: str,
         s3.put_bucket_versioning(Bucket=bucket_name, VersioningConfiguration={"Status": "Enabled"})
 
 
-def load_handler(route: Route) -> Any:
-    """Import the route's handler from its file, as Lambda would (``CodeUri`` + ``Handler``)."""
-    module_file, func = route.handler.rsplit(".", 1)
-    code_dir = ROOT / route.code_uri
+def load_handler(target: Route | Schedule) -> Any:
+    """Import a function's handler from its file, as Lambda would (``CodeUri`` + ``Handler``)."""
+    module_file, func = target.handler.rsplit(".", 1)
+    code_dir = ROOT / target.code_uri
     module_name = f"_functions.{code_dir.name}.{module_file}"
     module = sys.modules.get(module_name)
     if module is None:

@@ -33,11 +33,16 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def _clear_caches() -> None:
     from agent_memory.aws import reset_clients
     from agent_memory.config import settings
+    from agent_memory.providers.summarizers import clear_api_key_cache
+    from agent_memory.service.compaction import default_compaction_service
+    from agent_memory.service.context import default_context_service
     from agent_memory.service.sessions import default_session_service
 
     reset_clients()
     settings.cache_clear()
-    default_session_service.cache_clear()
+    clear_api_key_cache()
+    for factory in (default_session_service, default_context_service, default_compaction_service):
+        factory.cache_clear()
 
 
 @pytest.fixture

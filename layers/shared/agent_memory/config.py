@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class Settings(BaseModel):
@@ -14,20 +14,31 @@ class Settings(BaseModel):
     event_bus_name: str = Field(default="default", description="EventBridge bus for SessionCreated (EVENT_BUS_NAME)")
     retention_days: int = Field(default=0, ge=0, description="TTL of sessions and events in days; 0 keeps forever")
     offload_bytes: int = Field(default=350_000, ge=1, description="events larger than this go to S3")
+    # Compaction (see policy/compaction.py).
+    compaction_interval: int = Field(default=10, ge=1, description="new invocations that trigger a compaction")
+    overlap_size: int = Field(default=1, ge=0, description="earlier invocations re-read by a new summary")
+    token_threshold: int = Field(default=8000, ge=1, description="estimated tokens that trigger a compaction")
+    event_retention_size: int = Field(default=10, ge=0, description="raw events every compaction keeps")
+    summarizer: str = Field(default="extractive", description="extractive | openai | bedrock")
+    summarizer_model: str | None = Field(default=None, description="model name or Bedrock model id")
+    summarizer_endpoint: str | None = Field(default=None, description="OpenAI-compatible base URL (…/v1)")
+    summarizer_api_key_parameter: str | None = Field(default=None, description="SSM SecureString with the key")
+    summarizer_api_key_secret: str | None = Field(default=None, description="Secrets Manager secret with the key")
+    summarizer_prompt_template: str | None = Field(default=None, description="must contain {conversation_history}")
+    summary_max_chars: int = Field(default=2000, ge=100, description="length limit of an extractive summary")
+
+    @field_validator("summarizer_prompt_template")
+    @classmethod
+    def _template_has_placeholder(cls, value: str | None) -> str | None:
+        from .providers.prompt import validate_prompt_template
+
+        return None if value is None else validate_prompt_template(value)
 
     @classmethod
     def from_env(cls) -> Settings:
+        """Read every field from its upper-case environment variable (TABLE_NAME, COMPACTION_INTERVAL, …)."""
         env = os.environ
-        values: dict[str, object] = {}
-        for field, var in (
-            ("table_name", "TABLE_NAME"),
-            ("bucket_name", "BUCKET_NAME"),
-            ("event_bus_name", "EVENT_BUS_NAME"),
-            ("retention_days", "RETENTION_DAYS"),
-            ("offload_bytes", "OFFLOAD_BYTES"),
-        ):
-            if env.get(var):
-                values[field] = env[var]
+        values = {name: env[name.upper()] for name in cls.model_fields if env.get(name.upper())}
         return cls.model_validate(values)
 
 

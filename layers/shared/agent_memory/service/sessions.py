@@ -107,7 +107,7 @@ class SessionService:
         publisher: EventPublisher | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = store
+        self.store = store
         self._publisher = publisher
         self._clock = clock
 
@@ -159,7 +159,7 @@ class SessionService:
             raise UnprocessableInput("state must be a JSON object", field="state")
         now = self._clock()
         record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
-        stored, created = self._store.create_session(record, split_delta(state))
+        stored, created = self.store.create_session(record, split_delta(state))
         if created:
             self._publish_created(stored)
         data = self._session(stored).dump()
@@ -192,10 +192,10 @@ class SessionService:
         if num_recent_events is not None and num_recent_events < 0:
             raise InvalidInput("num_recent_events must be 0 or more", field="num_recent_events")
         after = parse_timestamp(after_timestamp, "after_timestamp")
-        record = self._store.get_session(key)
+        record = self.store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)
-        events = self._store.read_events(key, EventQuery(num_recent=num_recent_events, after_timestamp=after))
+        events = self.store.read_events(key, EventQuery(num_recent=num_recent_events, after_timestamp=after))
         return self._session(record, events).dump()
 
     def list_sessions(
@@ -207,14 +207,14 @@ class SessionService:
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")
         start_after = None if next_token is None else decode_page_token(app_name, user_id, next_token)
-        records, last = self._store.list_sessions(app_name, user_id, limit, start_after)
+        records, last = self.store.list_sessions(app_name, user_id, limit, start_after)
         return {
             "sessions": [self._session(r).dump(with_events=False) for r in records],
             "next_token": None if last is None else encode_page_token(app_name, user_id, last),
         }
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        self._store.delete_session(self._key(app_name, user_id, session_id))
+        self.store.delete_session(self._key(app_name, user_id, session_id))
 
     def append_events(
         self, app_name: str, user_id: str, session_id: str, body: Any, if_match: str | None = None
@@ -224,11 +224,11 @@ class SessionService:
         raw_events, batch = self._unpack(body)
         events = [self._normalise(raw, f"events[{i}]" if batch else "") for i, raw in enumerate(raw_events)]
         if expected == "*":
-            if self._store.get_session(key) is None:
+            if self.store.get_session(key) is None:
                 raise SessionNotFound(session_id)
             expected = None
         assert not isinstance(expected, str)
-        result = self._store.append_events(key, events, expected)
+        result = self.store.append_events(key, events, expected)
         return AppendOutcome(events=result.events, created=any(result.created), version=result.version, batch=batch)
 
     @staticmethod

@@ -22,6 +22,8 @@ import logging
 import random
 import time
 import uuid
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Conflict, PayloadTooLarge, PreconditionFailed, SessionNotFound
@@ -40,8 +42,37 @@ APPEND_TIME_BUDGET_S = 20.0
 _RETRYABLE_CODES = {"None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError"}
 
 
+DUE_SHARDS = 8
+
+
 class _Duplicates(list[dict[str, Any]]):
     """Stored events whose ids cancelled an append transaction."""
+
+
+@dataclass(frozen=True)
+class _Counters:
+    version: int
+    last_seq: int
+    update_time: float
+    summary_end_seq: int
+
+
+@dataclass(frozen=True)
+class _Watermark:
+    """A compaction's write: its event id, the seq it covers through, and the watermark it was planned on."""
+
+    event_id: str
+    end_seq: int
+    expected_end_seq: int
+
+
+class _WatermarkMoved(Exception):
+    """Another compaction committed first."""
+
+
+def due_shard(key: SessionKey) -> str:
+    """The partition of the due index a session goes to (spread so that no partition is hot)."""
+    return f"DUE#{zlib.crc32(f'{key.app_name}#{key.user_id}#{key.session_id}'.encode()) % DUE_SHARDS}"
 
 
 def session_pk(app_name: str, user_id: str) -> str:
@@ -81,11 +112,11 @@ class _Update:
         self.names: dict[str, str] = {}
         self.values: dict[str, Any] = {}
 
-    def set(self, attr: str, value: dict[str, Any]) -> None:
-        i = len(self.sets)
+    def set(self, attr: str, value: dict[str, Any], *, if_absent: bool = False) -> None:
+        i = len(self.names)
         self.names[f"#a{i}"] = attr
         self.values[f":v{i}"] = value
-        self.sets.append(f"#a{i} = :v{i}")
+        self.sets.append(f"#a{i} = if_not_exists(#a{i}, :v{i})" if if_absent else f"#a{i} = :v{i}")
 
     def set_state(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
@@ -246,11 +277,25 @@ class DynamoSessionStore:
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
         staged: dict[str, tuple[str, str]] = {}  # event id -> (body json, or "" and the S3 key of the body)
         try:
-            return self._append(key, events, expected_version, staged)
+            return self._append(key, events, expected_version, staged, None)
         finally:
             # Payloads offloaded for events that did not land (an error, a duplicate id) are not kept.
             for event_id in list(staged):
                 self._discard_staged(staged, event_id)
+
+    def append_compaction(
+        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+    ) -> dict[str, Any] | None:
+        staged: dict[str, tuple[str, str]] = {}
+        try:
+            result = self._append(key, [event], None, staged, _Watermark(event.id, end_seq, expected_end_seq))
+        except _WatermarkMoved:
+            return None
+        finally:
+            # Payloads offloaded for events that did not land (an error, a duplicate id) are not kept.
+            for event_id in list(staged):
+                self._discard_staged(staged, event_id)
+        return result.events[0]
 
     def _append(
         self,
@@ -258,6 +303,7 @@ class DynamoSessionStore:
         events: list[NewEvent],
         expected_version: int | None,
         staged: dict[str, tuple[str, str]],
+        watermark: _Watermark | None,
     ) -> AppendResult:
         results: dict[str, dict[str, Any]] = {}  # event id -> stored event
         created_ids: set[str] = set()
@@ -269,13 +315,15 @@ class DynamoSessionStore:
             meta = self._read_counters(key)
             if meta is None:
                 raise SessionNotFound(key.session_id)
-            version, last_seq, update_time = meta
+            version = meta.version
+            if watermark is not None and meta.summary_end_seq != watermark.expected_end_seq:
+                raise _WatermarkMoved()
             if expected_version is not None and version != expected_version:
                 raise PreconditionFailed(
                     f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
                 )
             chunk = self._take_chunk(key, pending, staged)
-            outcome = self._transact_append(key, chunk, staged, version, last_seq, update_time)
+            outcome = self._transact_append(key, chunk, staged, meta, watermark)
             if not isinstance(outcome, _Duplicates):
                 for stored in outcome:
                     results[stored["id"]] = stored
@@ -306,17 +354,22 @@ class DynamoSessionStore:
             seen.add(event.id)
         return AppendResult(events=[results[e.id] for e in events], created=created, version=version)
 
-    def _read_counters(self, key: SessionKey) -> tuple[int, int, float] | None:
+    def _read_counters(self, key: SessionKey) -> _Counters | None:
         response = self._db.get_item(
             TableName=self._table,
             Key={"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time",
+            ProjectionExpression="version, last_seq, update_time, cmp_end",
         )
         item = response.get("Item")
         if item is None:
             return None
-        return int(item["version"]["N"]), int(item["last_seq"]["N"]), float(item["update_time"]["N"])
+        return _Counters(
+            version=int(item["version"]["N"]),
+            last_seq=int(item["last_seq"]["N"]),
+            update_time=float(item["update_time"]["N"]),
+            summary_end_seq=int(item.get("cmp_end", {"N": "0"})["N"]),
+        )
 
     def _take_chunk(
         self, key: SessionKey, pending: list[NewEvent], staged: dict[str, tuple[str, str]]
@@ -358,9 +411,8 @@ class DynamoSessionStore:
         key: SessionKey,
         chunk: list[NewEvent],
         staged: dict[str, tuple[str, str]],
-        version: int,
-        last_seq: int,
-        update_time: float,
+        meta: _Counters,
+        watermark: _Watermark | None,
     ) -> list[dict[str, Any]] | _Duplicates:
         """One transaction. Returns the stored events, or the already stored events whose ids made it fail
         (empty when it failed on the session's version: a concurrent append won)."""
@@ -371,7 +423,7 @@ class DynamoSessionStore:
         session_state: dict[str, Any] = {}
         user_state: dict[str, Any] = {}
         app_state: dict[str, Any] = {}
-        seq = last_seq
+        seq = meta.last_seq
         for event in chunk:
             seq += 1
             body, blob_key = staged[event.id]
@@ -403,19 +455,30 @@ class DynamoSessionStore:
             app_state.update(event.delta.app)
 
         update = _Update()
-        update.set("version", _n(version + 1))
+        update.set("version", _n(meta.version + 1))
         update.set("last_seq", _n(seq))
-        update.set("update_time", _n(max(update_time, max(e.timestamp for e in chunk))))
+        update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
         if expiry:
             update.set("expires_at", expiry)
         update.set_state(session_state)
-        update.values[":expected"] = _n(version)
+        update.values[":expected"] = _n(meta.version)
+        condition = "version = :expected"
+        if watermark is None:
+            # Mark the session for the compaction schedule (a sparse index: only due sessions carry `due`).
+            update.set("due", _s(due_shard(key)), if_absent=True)
+            update.set("due_since", _n(now), if_absent=True)
+        else:
+            update.set("cmp_id", _s(watermark.event_id))
+            update.set("cmp_end", _n(watermark.end_seq))
+            update.values[":cmp_prev"] = _n(watermark.expected_end_seq)
+            update.names["#cmp"] = "cmp_end"
+            condition += " AND (attribute_not_exists(#cmp) OR #cmp = :cmp_prev)"
         session_action = {
             "Update": {
                 "TableName": self._table,
                 "Key": {"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
                 "UpdateExpression": update.expression(),
-                "ConditionExpression": "version = :expected",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": update.names,
                 "ExpressionAttributeValues": update.values,
             }
@@ -457,7 +520,20 @@ class DynamoSessionStore:
         if query.num_recent == 0:
             return []
         params: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
-        if query.after_timestamp is not None:
+        if query.after_seq is not None or query.up_to_seq is not None:
+            low = (query.after_seq or 0) + 1
+            high = query.up_to_seq if query.up_to_seq is not None else 2**62
+            params |= {
+                "IndexName": "by_seq",
+                "KeyConditionExpression": "PK = :pk AND seq BETWEEN :low AND :high",
+                "ExpressionAttributeValues": {":pk": _s(events_pk(key)), ":low": _n(low), ":high": _n(high)},
+            }
+            if query.num_recent is not None:
+                params |= {"ScanIndexForward": False, "Limit": query.num_recent}
+            items = self._query_all(params, query.num_recent)
+            if query.num_recent is not None:
+                items.reverse()
+        elif query.after_timestamp is not None:
             params |= {
                 "IndexName": "by_ts",
                 "KeyConditionExpression": "PK = :pk AND ts >= :ts",
@@ -482,6 +558,38 @@ class DynamoSessionStore:
                 items = self._query_all(params, None)
         return [self._event_from_item(item) for item in items]
 
+    # --- the compaction schedule's index ------------------------------------------------------------------
+
+    def list_due(self, limit: int) -> list[SessionKey]:
+        keys: list[SessionKey] = []
+        for shard in range(DUE_SHARDS):
+            if len(keys) >= limit:
+                break
+            response = self._db.query(
+                TableName=self._table,
+                IndexName="by_due",
+                KeyConditionExpression="due = :d",
+                ExpressionAttributeValues={":d": _s(f"DUE#{shard}")},
+                Limit=limit - len(keys),
+            )
+            for item in response.get("Items", []):
+                _, app_name, user_id = item["PK"]["S"].split("#", 2)
+                keys.append(SessionKey(app_name, user_id, item["SK"]["S"][2:]))
+        return keys
+
+    def clear_due(self, key: SessionKey, version: int) -> bool:
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+                UpdateExpression="REMOVE due, due_since",
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues={":v": _n(version)},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def _query_all(self, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         while True:
@@ -505,6 +613,8 @@ def _record_from_item(item: dict[str, Any]) -> SessionRecord:
         version=int(item["version"]["N"]),
         last_seq=int(item["last_seq"]["N"]),
         state=_state_from_item(item),
+        summary_event_id=item["cmp_id"]["S"] if "cmp_id" in item else None,
+        summary_end_seq=int(item["cmp_end"]["N"]) if "cmp_end" in item else 0,
     )
 
 

@@ -18,6 +18,7 @@ class InMemorySessionStore:
         self._events: dict[SessionKey, dict[str, dict[str, Any]]] = {}  # by event id
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
+        self._due: dict[SessionKey, None] = {}  # insertion-ordered set of sessions due for compaction
 
     def _full(self, record: SessionRecord) -> SessionRecord:
         full = copy.deepcopy(record)
@@ -63,44 +64,81 @@ class InMemorySessionStore:
         with self._lock:
             self._sessions.pop(key, None)
             self._events.pop(key, None)
+            self._due.pop(key, None)
 
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        with self._lock:
+            result = self._append(key, events, expected_version)
+            if any(result.created):
+                self._due.setdefault(key)
+            return result
+
+    def append_compaction(
+        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+    ) -> dict[str, Any] | None:
         with self._lock:
             record = self._sessions.get(key)
             if record is None:
                 raise SessionNotFound(key.session_id)
-            if expected_version is not None and expected_version != record.version:
-                raise PreconditionFailed(
-                    f"If-Match version {expected_version} is not the current version {record.version}",
-                    field="If-Match",
-                )
-            stored_events = self._events[key]
-            out: list[dict[str, Any]] = []
-            created: list[bool] = []
-            new: list[NewEvent] = []
-            for event in events:
-                if event.id in stored_events:
-                    out.append(copy.deepcopy(stored_events[event.id]))
-                    created.append(False)
-                    continue
-                record.last_seq += 1
-                body = dict(copy.deepcopy(event.body), seq=record.last_seq)
-                stored_events[event.id] = body
-                out.append(copy.deepcopy(body))
-                created.append(True)
-                new.append(event)
-            if new:
-                record.version += 1
-                record.update_time = max(record.update_time, max(e.timestamp for e in new))
-                for event in new:
-                    record.state.update(copy.deepcopy(event.delta.session))
-                    self._user_state.setdefault((key.app_name, key.user_id), {}).update(copy.deepcopy(event.delta.user))
-                    self._app_state.setdefault(key.app_name, {}).update(copy.deepcopy(event.delta.app))
-            return AppendResult(events=out, created=created, version=record.version)
+            if record.summary_end_seq != expected_end_seq:
+                return None
+            stored = self._append(key, [event], None).events[0]
+            record.summary_event_id = event.id
+            record.summary_end_seq = end_seq
+            return stored
+
+    def list_due(self, limit: int) -> list[SessionKey]:
+        with self._lock:
+            return [k for k in self._due if k in self._sessions][:limit]
+
+    def clear_due(self, key: SessionKey, version: int) -> bool:
+        with self._lock:
+            record = self._sessions.get(key)
+            if record is not None and record.version != version:
+                return False
+            self._due.pop(key, None)
+            return True
+
+    def _append(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+        record = self._sessions.get(key)
+        if record is None:
+            raise SessionNotFound(key.session_id)
+        if expected_version is not None and expected_version != record.version:
+            raise PreconditionFailed(
+                f"If-Match version {expected_version} is not the current version {record.version}",
+                field="If-Match",
+            )
+        stored_events = self._events[key]
+        out: list[dict[str, Any]] = []
+        created: list[bool] = []
+        new: list[NewEvent] = []
+        for event in events:
+            if event.id in stored_events:
+                out.append(copy.deepcopy(stored_events[event.id]))
+                created.append(False)
+                continue
+            record.last_seq += 1
+            body = dict(copy.deepcopy(event.body), seq=record.last_seq)
+            stored_events[event.id] = body
+            out.append(copy.deepcopy(body))
+            created.append(True)
+            new.append(event)
+        if new:
+            record.version += 1
+            record.update_time = max(record.update_time, max(e.timestamp for e in new))
+            for event in new:
+                record.state.update(copy.deepcopy(event.delta.session))
+                self._user_state.setdefault((key.app_name, key.user_id), {}).update(copy.deepcopy(event.delta.user))
+                self._app_state.setdefault(key.app_name, {}).update(copy.deepcopy(event.delta.app))
+        return AppendResult(events=out, created=created, version=record.version)
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         with self._lock:
             events = sorted(self._events.get(key, {}).values(), key=lambda e: e["seq"])
+            if query.after_seq is not None:
+                events = [e for e in events if e["seq"] > query.after_seq]
+            if query.up_to_seq is not None:
+                events = [e for e in events if e["seq"] <= query.up_to_seq]
             if query.after_timestamp is not None:
                 events = [e for e in events if e["timestamp"] >= query.after_timestamp]
             if query.num_recent is not None:

@@ -29,6 +29,8 @@ class SessionRecord:
     state: dict[str, Any] = field(default_factory=dict)
     user_state: dict[str, Any] = field(default_factory=dict)
     app_state: dict[str, Any] = field(default_factory=dict)
+    summary_event_id: str | None = None  # the newest compaction event
+    summary_end_seq: int = 0  # the last seq it covers (the compaction watermark)
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,13 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class EventQuery:
-    """Which events to read: the newest ``num_recent`` (None = all) at or after ``after_timestamp``."""
+    """Which events to read: the newest ``num_recent`` (None = all) of those at or after ``after_timestamp``,
+    or of those with ``after_seq < seq <= up_to_seq``."""
 
     num_recent: int | None = None
     after_timestamp: float | None = None
+    after_seq: int | None = None
+    up_to_seq: int | None = None
 
 
 class SessionStore(Protocol):
@@ -88,6 +93,21 @@ class SessionStore(Protocol):
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         """Events oldest first (by seq)."""
+        ...
+
+    def append_compaction(
+        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+    ) -> dict[str, Any] | None:
+        """Append a compaction event and move the session's watermark to ``end_seq``, atomically, if the
+        watermark is still ``expected_end_seq``; None when another compaction moved it first."""
+        ...
+
+    def list_due(self, limit: int) -> list[SessionKey]:
+        """Up to ``limit`` sessions appended to since the compaction schedule last settled them (no Scan)."""
+        ...
+
+    def clear_due(self, key: SessionKey, version: int) -> bool:
+        """Settle a session for the schedule unless it changed since ``version`` (then it stays due)."""
         ...
 
 

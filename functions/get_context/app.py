@@ -1,0 +1,40 @@
+"""GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context: the messages to send a model next."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.policy.context import ContextOptions
+from agent_memory.service.context import default_context_service
+
+app = create_app()
+
+
+@app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/context")
+def get_context(
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    format: Annotated[str, Query()] = "openai",
+    max_tokens: Annotated[int | None, Query()] = None,
+    max_messages: Annotated[int | None, Query()] = None,
+    max_chars: Annotated[int | None, Query()] = None,
+    keep_first: Annotated[bool, Query()] = False,
+    start_with_user: Annotated[bool, Query()] = False,
+    include_summary: Annotated[bool, Query()] = True,
+) -> Response[str]:
+    options = ContextOptions(
+        format=format,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+        max_chars=max_chars,
+        keep_first=keep_first,
+        start_with_user=start_with_user,
+        include_summary=include_summary,
+    )
+    return json_response(200, default_context_service().get_context(app_name, user_id, session_id, options))
+
+
+lambda_handler = lambda_entry(app)

@@ -1,0 +1,161 @@
+"""Compaction planning: when to summarise, and which events a new summary covers.
+
+Two triggers, as ADK has them, and an on-demand mode:
+- sliding window: at least ``compaction_interval`` new invocations since the last summary was made (the tail
+  it retained does not count again);
+- token threshold: the last summary plus the events after it are estimated at ``token_threshold`` tokens or
+  more;
+- on demand (``force``): whatever the triggers say.
+
+Every compaction keeps at least ``event_retention_size`` raw events after its cut, and cuts only at an
+invocation boundary where no tool call (including confirmation and auth requests) is left without its
+response. Each new summary rolls the previous one up: it summarises the previous summary, ``overlap_size``
+earlier invocations for continuity, and the new events, and covers from the session's first event, so the
+context needs one summary, never a stack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .messages import compaction_range, event_messages, event_role, is_compaction, summary_text
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    compaction_interval: int = 10
+    overlap_size: int = 1
+    token_threshold: int = 8000
+    event_retention_size: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("compaction_interval", "token_threshold"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more")
+        for name in ("overlap_size", "event_retention_size"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more")
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    trigger: str  # interval | tokens | manual
+    events: list[dict[str, Any]]  # the new events the summary covers, oldest first
+    overlap: list[dict[str, Any]] = field(default_factory=list)  # earlier events re-read for continuity
+    previous_summary: str | None = None
+    start_timestamp: float = 0.0
+    end_timestamp: float = 0.0
+    start_seq: int = 0
+    end_seq: int = 0
+    event_count: int = 0  # raw events covered in all, the previous summary's included
+
+
+def invocations(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Events grouped by invocation: a change of ``invocation_id`` starts one; events without an id (chat
+    messages) start one at each user message."""
+    groups: list[list[dict[str, Any]]] = []
+    current: str | None = None
+    for event in events:
+        inv = event.get("invocation_id") or None
+        starts = not groups or (inv is not None and inv != current) or (inv is None and event_role(event) == "user")
+        if starts:
+            groups.append([])
+        groups[-1].append(event)
+        current = inv
+    return groups
+
+
+def _open_calls(events: list[dict[str, Any]]) -> list[str]:
+    """Tool calls, confirmation and auth requests in ``events`` without a response in them (a response without
+    an id answers the oldest open call of the same tool, as the context window pairs them)."""
+    open_calls: dict[str, str] = {}  # call id -> tool name
+    requested: set[str] = set()
+    answered: set[str] = set()
+    for event in events:
+        actions = event.get("actions") or {}
+        requested.update(actions.get("requested_tool_confirmations") or {})
+        requested.update(actions.get("requested_auth_configs") or {})
+        for i, part in enumerate((event.get("content") or {}).get("parts") or []):
+            if call := part.get("function_call"):
+                open_calls[str(call.get("id") or f"{event.get('id')}:{i}")] = str(call.get("name") or "")
+            if response := part.get("function_response"):
+                call_id = response.get("id")
+                if call_id is None:
+                    name = str(response.get("name") or "")
+                    call_id = next((c for c, n in open_calls.items() if n == name), None)
+                if call_id is not None:
+                    answered.add(str(call_id))
+                    open_calls.pop(str(call_id), None)
+    return sorted(set(open_calls) | (requested - answered))
+
+
+def estimate_tokens(events: list[dict[str, Any]], summary: str | None = None) -> int:
+    tokens = sum(m.tokens() for e in events for m in event_messages(e))
+    return tokens + (4 + math.ceil(len(summary) / 4) if summary else 0)
+
+
+def _safe_cut(groups: list[list[dict[str, Any]]], keep: int) -> int:
+    """The number of leading invocations to compact: as many as leave ``keep`` events raw and no call open."""
+    total = sum(len(g) for g in groups)
+    cut = len(groups)
+    while cut > 0 and total - sum(len(g) for g in groups[:cut]) < keep:
+        cut -= 1
+    while cut > 0 and _open_calls([e for g in groups[:cut] for e in g]):
+        cut -= 1
+    return cut
+
+
+def plan_compaction(
+    events: list[dict[str, Any]],
+    summary_event: dict[str, Any] | None,
+    settings: CompactionSettings,
+    *,
+    earlier: list[dict[str, Any]] | None = None,
+    force: bool = False,
+) -> CompactionPlan | str:
+    """A plan, or the reason there is nothing to do.
+
+    ``events``: the session's events after the newest summary's range (oldest first); ``earlier``: events
+    just before that range, from which ``overlap_size`` invocations are re-read for continuity.
+    """
+    raw = [e for e in events if not is_compaction(e)]
+    previous = summary_text(summary_event) if summary_event is not None else None
+    groups = invocations(raw)
+    # New invocations are those appended since the last compaction, not the tail it retained.
+    since = int(summary_event.get("seq") or 0) if summary_event is not None else 0
+    new_groups = invocations([e for e in raw if int(e.get("seq") or 0) > since])
+    if force:
+        trigger = "manual"
+    elif len(new_groups) >= settings.compaction_interval:
+        trigger = "interval"
+    elif estimate_tokens(raw, previous) >= settings.token_threshold:
+        trigger = "tokens"
+    else:
+        return "no trigger reached"
+    cut = _safe_cut(groups, settings.event_retention_size)
+    covered = [e for g in groups[:cut] for e in g]
+    if not covered:
+        return "nothing to compact outside the retained events and open tool calls"
+    prior = compaction_range(summary_event) if summary_event is not None else {}
+    overlap_groups = invocations([e for e in earlier or [] if not is_compaction(e)])
+    overlap_from = max(0, len(overlap_groups) - settings.overlap_size)
+    overlap = [e for g in overlap_groups[overlap_from:] for e in g] if settings.overlap_size else []
+    first = covered[0]
+    start_timestamp = (
+        float(summary_event["actions"]["compaction"]["start_timestamp"])
+        if summary_event is not None
+        else float(first.get("timestamp") or 0.0)
+    )
+    return CompactionPlan(
+        trigger=trigger,
+        events=covered,
+        overlap=overlap,
+        previous_summary=previous,
+        start_timestamp=start_timestamp,
+        end_timestamp=float(covered[-1].get("timestamp") or 0.0),
+        start_seq=int(prior.get("start_seq", first.get("seq") or 0)),
+        end_seq=int(covered[-1].get("seq") or 0),
+        event_count=int(prior.get("event_count", 0)) + len(covered),
+    )

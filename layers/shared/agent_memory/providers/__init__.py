@@ -1,0 +1,1 @@
+"""Model providers behind ports: summarizers (and, later, embedders)."""

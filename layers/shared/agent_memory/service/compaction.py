@@ -1,0 +1,207 @@
+"""Compaction use cases: on demand for one session, and the schedule's sweep over the sessions that are due."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SessionNotFound
+from ..policy.compaction import CompactionPlan, CompactionSettings, plan_compaction
+from ..policy.identifiers import validate_identifier
+from ..policy.messages import COMPACTION_META, event_role
+from ..policy.state import ScopedDelta
+from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
+from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore
+
+logger = logging.getLogger(__name__)
+
+COMPACTION_AUTHOR = "system"
+# Earlier events read for the overlap, per overlapping invocation (an invocation is rarely longer).
+OVERLAP_EVENTS_PER_INVOCATION = 50
+
+
+@dataclass
+class CompactionOutcome:
+    compacted: bool
+    event: dict[str, Any] | None = None
+    reason: str | None = None
+    version: int = 0
+
+    def body(self) -> dict[str, Any]:
+        if self.compacted:
+            return {"compacted": True, "event": self.event}
+        return {"compacted": False, "reason": self.reason}
+
+
+@dataclass
+class SweepReport:
+    due: int = 0
+    compacted: int = 0
+    settled: int = 0
+    failed: int = 0
+    left_for_next_run: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def event_turn(event: dict[str, Any]) -> Turn:
+    """An event as a summarizer reads it: author, role, text (no thoughts), tool calls and results."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    for part in (event.get("content") or {}).get("parts") or []:
+        if part.get("thought"):
+            continue
+        if call := part.get("function_call"):
+            calls.append(ToolCall(name=str(call.get("name") or ""), args=dict(call.get("args") or {})))
+        elif response := part.get("function_response"):
+            results.append(ToolResult(name=str(response.get("name") or ""), result=response.get("response")))
+        elif part.get("text"):
+            texts.append(str(part["text"]))
+    role = "tool" if results and not texts and not calls else event_role(event)
+    return Turn(
+        author=str(event.get("author") or role),
+        role=role,
+        text="\n".join(texts),
+        tool_calls=tuple(calls),
+        tool_results=tuple(results),
+        timestamp=event.get("timestamp"),
+    )
+
+
+class CompactionService:
+    def __init__(
+        self,
+        store: SessionStore,
+        summarizer: Summarizer,
+        settings: CompactionSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._summarizer = summarizer
+        self._settings = settings
+        self._clock = clock
+
+    def compact(self, app_name: str, user_id: str, session_id: str) -> CompactionOutcome:
+        """Compact now everything outside the retained tail, whatever the triggers say."""
+        key = SessionKey(
+            validate_identifier(app_name, "app_name"),
+            validate_identifier(user_id, "user_id"),
+            validate_identifier(session_id, "session_id"),
+        )
+        return self.compact_session(key, force=True)
+
+    def compact_session(self, key: SessionKey, *, force: bool) -> CompactionOutcome:
+        record = self._store.get_session(key)
+        if record is None:
+            raise SessionNotFound(key.session_id)
+        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq))
+        summary_event = next((e for e in events if e.get("id") == record.summary_event_id), None)
+        earlier: list[dict[str, Any]] = []
+        if self._settings.overlap_size and record.summary_end_seq:
+            earlier = self._store.read_events(
+                key,
+                EventQuery(
+                    up_to_seq=record.summary_end_seq,
+                    num_recent=OVERLAP_EVENTS_PER_INVOCATION * self._settings.overlap_size,
+                ),
+            )
+        plan = plan_compaction(events, summary_event, self._settings, earlier=earlier, force=force)
+        if isinstance(plan, str):
+            return CompactionOutcome(compacted=False, reason=plan, version=record.version)
+        summary = self._summarizer.summarize([event_turn(e) for e in plan.overlap + plan.events], plan.previous_summary)
+        event = self._compaction_event(plan, summary)
+        stored = self._store.append_compaction(
+            key,
+            NewEvent(id=event["id"], timestamp=event["timestamp"], body=event, delta=ScopedDelta()),
+            plan.end_seq,
+            record.summary_end_seq,
+        )
+        if stored is None:
+            return CompactionOutcome(compacted=False, reason="another compaction committed first")
+        return CompactionOutcome(compacted=True, event=stored)
+
+    def _compaction_event(self, plan: CompactionPlan, summary: str) -> dict[str, Any]:
+        return {
+            "id": str(uuid.uuid4()),
+            "invocation_id": f"compaction-{uuid.uuid4()}",
+            "author": COMPACTION_AUTHOR,
+            "timestamp": self._clock(),
+            "actions": {
+                "state_delta": {},
+                "compaction": {
+                    "start_timestamp": plan.start_timestamp,
+                    "end_timestamp": plan.end_timestamp,
+                    "compacted_content": {"role": "model", "parts": [{"text": summary}]},
+                },
+            },
+            "custom_metadata": {
+                COMPACTION_META: {
+                    "start_seq": plan.start_seq,
+                    "end_seq": plan.end_seq,
+                    "event_count": plan.event_count,
+                    "trigger": plan.trigger,
+                    "summarizer": self._summarizer.name,
+                }
+            },
+        }
+
+    def run_due(self, remaining_s: Callable[[], float], *, limit: int = 100, reserve_s: float = 5.0) -> SweepReport:
+        """Compact the sessions that are due, while more than ``reserve_s`` seconds remain; the rest stay due
+        for the next run. A failure on one session is logged and leaves it due; it does not stop the others."""
+        report = SweepReport()
+        keys = self._store.list_due(limit)
+        report.due = len(keys)
+        for index, key in enumerate(keys):
+            if remaining_s() < reserve_s:
+                report.left_for_next_run = len(keys) - index
+                break
+            try:
+                outcome = self.compact_session(key, force=False)
+                if outcome.compacted:
+                    report.compacted += 1
+                    outcome = self.compact_session(key, force=False)  # settled only once nothing is due
+                if not outcome.compacted and outcome.reason != "another compaction committed first":
+                    report.settled += int(self._store.clear_due(key, outcome.version))
+            except SessionNotFound:
+                continue
+            except Exception as exc:  # one session's model timeout or throttle must not stop the sweep
+                report.failed += 1
+                report.failures.append(f"{key.app_name}/{key.user_id}/{key.session_id}: {exc}")
+                logger.exception("compaction failed; the session stays due", extra={"session": key.session_id})
+        return report
+
+
+@functools.cache
+def default_compaction_service() -> CompactionService:
+    from ..config import settings
+    from ..providers.summarizers import build_summarizer
+    from .sessions import default_session_service
+
+    cfg = settings()
+    summarizer = build_summarizer(
+        cfg.summarizer,
+        model=cfg.summarizer_model,
+        endpoint=cfg.summarizer_endpoint,
+        api_key_parameter=cfg.summarizer_api_key_parameter,
+        api_key_secret=cfg.summarizer_api_key_secret,
+        prompt_template=cfg.summarizer_prompt_template,
+        max_chars=cfg.summary_max_chars,
+    )
+    return CompactionService(default_session_service().store, summarizer, compaction_settings())
+
+
+def compaction_settings() -> CompactionSettings:
+    from ..config import settings
+
+    cfg = settings()
+    return CompactionSettings(
+        compaction_interval=cfg.compaction_interval,
+        overlap_size=cfg.overlap_size,
+        token_threshold=cfg.token_threshold,
+        event_retention_size=cfg.event_retention_size,
+    )
