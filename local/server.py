@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
+from .streams import start_stream_mappings
 from .template import (
     Route,
     Schedule,
@@ -172,7 +173,18 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    start_schedules(template, float(os.environ.get("SCHEDULE_SECONDS", "10")), threading.Event())
+    stop = threading.Event()
+    start_schedules(template, float(os.environ.get("SCHEDULE_SECONDS", "10")), stop)
+    window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
+    start_stream_mappings(
+        template,
+        local_names(template),
+        client("dynamodb"),
+        client("dynamodbstreams"),
+        LOCAL_TABLE,
+        float(window) if window else None,
+        stop,
+    )
     return server, moto
 
 

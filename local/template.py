@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -180,7 +180,15 @@ def provision(template: dict[str, Any], dynamodb: Any, s3: Any, table_name: str,
         s3.put_bucket_versioning(Bucket=bucket_name, VersioningConfiguration={"Status": "Enabled"})
 
 
-def load_handler(target: Route | Schedule) -> Any:
+class FunctionRef(Protocol):
+    @property
+    def code_uri(self) -> str: ...
+
+    @property
+    def handler(self) -> str: ...
+
+
+def load_handler(target: FunctionRef) -> Any:
     """Import a function's handler from its file, as Lambda would (``CodeUri`` + ``Handler``)."""
     module_file, func = target.handler.rsplit(".", 1)
     code_dir = ROOT / target.code_uri

@@ -36,12 +36,19 @@ def _clear_caches() -> None:
     from agent_memory.providers.summarizers import clear_api_key_cache
     from agent_memory.service.compaction import default_compaction_service
     from agent_memory.service.context import default_context_service
+    from agent_memory.service.memories import default_embedder, default_memory_service
     from agent_memory.service.sessions import default_session_service
 
     reset_clients()
     settings.cache_clear()
     clear_api_key_cache()
-    for factory in (default_session_service, default_context_service, default_compaction_service):
+    for factory in (
+        default_session_service,
+        default_context_service,
+        default_compaction_service,
+        default_memory_service,
+        default_embedder,
+    ):
         factory.cache_clear()
 
 

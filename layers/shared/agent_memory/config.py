@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -26,6 +28,13 @@ class Settings(BaseModel):
     summarizer_api_key_secret: str | None = Field(default=None, description="Secrets Manager secret with the key")
     summarizer_prompt_template: str | None = Field(default=None, description="must contain {conversation_history}")
     summary_max_chars: int = Field(default=2000, ge=100, description="length limit of an extractive summary")
+    # Long-term memory.
+    autosave_policy: str = Field(default="default", description="off | default | all | a custom policy as JSON")
+    embedder: str = Field(default="minilm", description="minilm (offline) | bedrock | openai | none")
+    embedder_model: str | None = Field(default=None, description="embedding model name or Bedrock model id")
+    embedder_endpoint: str | None = Field(default=None, description="OpenAI-compatible base URL (…/v1)")
+    embedder_api_key_parameter: str | None = Field(default=None, description="SSM SecureString with the key")
+    embedder_api_key_secret: str | None = Field(default=None, description="Secrets Manager secret with the key")
 
     @field_validator("summarizer_prompt_template")
     @classmethod
@@ -33,6 +42,29 @@ class Settings(BaseModel):
         from .providers.prompt import validate_prompt_template
 
         return None if value is None else validate_prompt_template(value)
+
+    @field_validator("autosave_policy")
+    @classmethod
+    def _policy_parses(cls, value: str) -> str:
+        from .policy.autosave import parse_policy
+
+        raw = value.strip()
+        if raw != "off":
+            try:
+                parse_policy(json.loads(raw) if raw.startswith("{") else raw)
+            except Exception as exc:
+                raise ValueError(f"AUTOSAVE_POLICY is not a valid policy: {exc}") from exc
+        return value
+
+    def autosave_policy_value(self) -> str | dict[str, Any]:
+        """The auto-save policy: a preset name, ``off``, or a custom policy object given as JSON."""
+        value = self.autosave_policy.strip()
+        if value.startswith("{"):
+            parsed = json.loads(value)
+            if not isinstance(parsed, dict):
+                raise ValueError("AUTOSAVE_POLICY JSON must be an object")
+            return parsed
+        return value
 
     @classmethod
     def from_env(cls) -> Settings:

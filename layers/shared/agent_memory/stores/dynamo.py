@@ -498,7 +498,7 @@ class DynamoSessionStore:
             if codes - _RETRYABLE_CODES:
                 raise
             return _Duplicates(
-                self._event_from_item(reason["Item"])
+                self.event_from_item(reason["Item"])
                 for reason in reasons[1 : 1 + len(chunk)]
                 if reason.get("Code") == "ConditionalCheckFailed" and "Item" in reason
             )
@@ -508,7 +508,8 @@ class DynamoSessionStore:
             raise
         return stored
 
-    def _event_from_item(self, item: dict[str, Any]) -> dict[str, Any]:
+    def event_from_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        """An event item (as a Query or a stream record holds it) as event JSON, its body read from S3 if offloaded."""
         if "blob" in item:
             body = json.loads(self._blobs.get(item["blob"]["S"]))
         else:
@@ -556,7 +557,7 @@ class DynamoSessionStore:
                 items.reverse()
             else:
                 items = self._query_all(params, None)
-        return [self._event_from_item(item) for item in items]
+        return [self.event_from_item(item) for item in items]
 
     # --- the compaction schedule's index ------------------------------------------------------------------
 

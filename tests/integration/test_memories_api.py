@@ -1,0 +1,287 @@
+"""Long-term memory routes, auto-save from the table's stream, and storage in the S3 context bucket (moto)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from typing import Any
+
+import pytest
+
+from local.apigw import LambdaContext
+from local.streams import stream_mappings
+from local.template import load_handler, load_template
+from tests.conftest import BUCKET, TABLE, RequestCounter
+from tests.integration.conftest import Api, text_event
+
+BASE = "/apps/app/users/alice/memories"
+
+
+@pytest.fixture(autouse=True)
+def _lexical_and_default_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDER", "none")  # the dense embedder has its own tests; keep these fast
+    monkeypatch.setenv("AUTOSAVE_POLICY", "default")
+
+
+def seed_session(api: Api, sid: str = "s1", user: str = "alice") -> None:
+    api.create(session_id=sid, user=user)
+    api.append(
+        sid,
+        {
+            "events": [
+                text_event("I am allergic to peanuts", id="u1", custom_metadata={"dia_id": "D1:1"}),
+                text_event("Noted: no peanuts.", author="assistant", id="a1"),
+                text_event("My sister Ana lives in Porto", id="u2", custom_metadata={"dia_id": "D1:3"}),
+                {
+                    "author": "user",
+                    "id": "u3",
+                    "content": {"role": "user", "parts": [{"text": "hmm", "thought": True}]},
+                },
+            ]
+        },
+        user=user,
+    )
+
+
+def save(api: Api, body: Any, user: str = "alice") -> Any:
+    return api.request("POST", f"/apps/app/users/{user}/memories", json_body=body)
+
+
+def search(api: Api, query: str, user: str = "alice", **extra: Any) -> Any:
+    reply = api.request("POST", f"/apps/app/users/{user}/memories/search", json_body={"query": query, **extra})
+    assert reply.status == 200, reply.body
+    return reply.body["memories"]
+
+
+def test_save_session_by_default_policy_is_idempotent(api: Api) -> None:
+    seed_session(api)
+    first = save(api, {"session_id": "s1"})
+    assert first.status == 200 and first.body == {"saved": 2, "skipped": 2}
+    assert save(api, {"session_id": "s1"}).body == {"saved": 0, "skipped": 4}
+    # A wider policy stores what the narrower one filtered out, and nothing twice.
+    assert save(api, {"session_id": "s1", "policy": "all"}).body == {"saved": 2, "skipped": 2}
+
+
+def test_search_returns_adk_memory_entries_best_first(api: Api) -> None:
+    seed_session(api)
+    save(api, {"session_id": "s1"})
+    hits = search(api, "peanut allergy")
+    assert hits[0]["content"] == {"role": "user", "parts": [{"text": "I am allergic to peanuts"}]}
+    assert hits[0]["author"] == "user" and hits[0]["custom_metadata"] == {"dia_id": "D1:1"}
+    assert hits[0]["timestamp"].endswith("Z") and "T" in hits[0]["timestamp"]
+    assert set(hits[0]) == {"id", "content", "author", "timestamp", "custom_metadata", "score"}
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    got = api.request("GET", f"{BASE}/search", query={"query": "peanut allergy"})
+    assert got.status == 200 and got.body["memories"] == hits
+
+
+def test_direct_adds_store_a_text_once(api: Api) -> None:
+    body = {
+        "memories": [
+            {"text": "Prefers window seats", "metadata": {"source": "crm"}},
+            {"text": "Prefers  window seats "},
+        ]
+    }
+    assert save(api, body).body == {"saved": 1, "skipped": 1}
+    assert save(api, {"memories": [{"text": "Prefers window seats"}]}).body == {"saved": 0, "skipped": 1}
+    (hit,) = search(api, "window seat")
+    assert hit["custom_metadata"] == {"source": "crm"}
+
+
+def test_top_k(api: Api) -> None:
+    save(api, {"memories": [{"text": f"fact number {i} about cats"} for i in range(12)]})
+    assert len(search(api, "cats")) == 5
+    assert len(search(api, "cats", top_k=10)) == 10
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"query": ""}, 400, "query"),
+        ({"query": "   "}, 400, "query"),
+        ({"query": "x", "top_k": 0}, 400, "top_k"),
+        ({"query": "x", "top_k": 101}, 400, "top_k"),
+        ({"query": "x", "top_k": "5"}, 400, "top_k"),
+        ({"query": "x", "extra": 1}, 422, "body"),
+    ],
+)
+def test_bad_searches(api: Api, body: dict[str, Any], status: int, field: str) -> None:
+    reply = api.request("POST", f"{BASE}/search", json_body=body)
+    assert reply.status == status and reply.error["field"] == field
+    if "extra" not in body and not isinstance(body.get("top_k"), str):  # in a query string "5" is a number
+        got = api.request("GET", f"{BASE}/search", query=body)
+        assert got.status == 400 and got.error["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"session_id": "s1", "policy": "everything"}, 422, "policy"),
+        ({"session_id": "s1", "policy": {"preset": "nope"}}, 422, "policy.preset"),
+        ({"session_id": "s1", "policy": {"include_rolez": ["user"]}}, 422, "policy.include_rolez"),
+        ({"session_id": "nope"}, 404, "session_id"),
+        ({"memories": []}, 422, "memories"),
+        ({"memories": [{"text": ""}]}, 422, "memories[0].text"),
+        ({"memories": [{"text": "x", "metadata": 3}]}, 422, "memories[0].metadata"),
+        ({}, 422, "session_id"),
+    ],
+)
+def test_bad_saves(api: Api, body: dict[str, Any], status: int, field: str) -> None:
+    api.create(session_id="s1")
+    reply = save(api, body)
+    assert reply.status == status and reply.error["field"] == field
+
+
+def test_memories_are_private_per_user(api: Api) -> None:
+    seed_session(api)
+    save(api, {"session_id": "s1"})
+    assert search(api, "peanuts", user="bob") == []
+    assert save(api, {"session_id": "s1"}, user="bob").status == 404
+
+
+def test_forget_one_and_all(api: Api, aws: dict[str, Any]) -> None:
+    seed_session(api)
+    save(api, {"session_id": "s1"})
+    save(api, {"memories": [{"text": "Loves peanut-free chocolate"}]})
+    target = next(h for h in search(api, "peanuts", top_k=10) if "allergic" in h["content"]["parts"][0]["text"])
+    assert api.request("DELETE", f"{BASE}/{target['id']}").status == 204
+    assert target["id"] not in {h["id"] for h in search(api, "allergic peanuts", top_k=10)}
+    # Forgotten text is gone from the bucket, every version of it.
+    stored = b""
+    for v in aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="memories/app/alice/").get("Versions", []):
+        stored += aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+    assert b"allergic" not in stored and b"Porto" in stored
+    # Saving the session again does not bring it back.
+    assert save(api, {"session_id": "s1"}).body["saved"] == 0
+    assert api.request("DELETE", BASE).status == 204
+    assert search(api, "peanuts") == [] and search(api, "Porto") == []
+    assert aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="memories/app/alice/").get("Versions", []) == []
+    # A directly added text can be added again after it was forgotten.
+    assert save(api, {"memories": [{"text": "Loves peanut-free chocolate"}]}).body["saved"] == 1
+
+
+def test_inline_data_is_never_stored(api: Api, aws: dict[str, Any]) -> None:
+    api.create(session_id="s1")
+    payload = base64.b64encode(b"\x89PNG" + b"x" * 300).decode()
+    api.append(
+        "s1",
+        {
+            "author": "user",
+            "content": {
+                "role": "user",
+                "parts": [{"text": "my cat"}, {"inline_data": {"mime_type": "image/png", "data": payload}}],
+            },
+        },
+    )
+    assert save(api, {"session_id": "s1", "policy": "all"}).body["saved"] == 1
+    stored = b"".join(
+        aws["s3"].get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+        for o in aws["s3"].list_objects_v2(Bucket=BUCKET, Prefix="memories/")["Contents"]
+    )
+    assert payload.encode() not in stored
+
+
+def test_search_costs_one_s3_request_when_warm(api: Api, counter: RequestCounter) -> None:
+    save(api, {"memories": [{"text": f"memory {i} about travel"} for i in range(30)]})
+    for i in range(12):  # more segments than MAX_SEGMENTS: at least one merge
+        save(api, {"memories": [{"text": f"later memory {i} about food"}]})
+    counter.reset()
+    search(api, "travel")
+    cold = counter.count("s3")
+    counter.reset()
+    search(api, "food")
+    assert counter.calls == [("s3", "GetObject")]  # the conditional GET of the manifest
+    assert cold <= 1 + 1 + 8
+
+
+def test_concurrent_saves_for_one_user_lose_nothing(api: Api) -> None:
+    def writer(w: int) -> None:
+        for i in range(4):
+            assert save(api, {"memories": [{"text": f"writer {w} fact {i} zebra"}]}).status == 200
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    found = search(api, "zebra", top_k=100)
+    assert sorted(h["content"]["parts"][0]["text"] for h in found) == sorted(
+        f"writer {w} fact {i} zebra" for w in range(5) for i in range(4)
+    )
+
+
+def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every record of the table's stream in moto, as Lambda would deliver them."""
+    from local.streams import _json_record
+
+    streams = __import__("agent_memory.aws", fromlist=["client"]).client("dynamodbstreams")
+    arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+        records += [_json_record(r) for r in streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
+    return records
+
+
+def autosave(records: list[dict[str, Any]]) -> dict[str, Any]:
+    (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
+    result: dict[str, Any] = load_handler(mapping)({"Records": records}, LambdaContext())
+    return result
+
+
+def test_autosave_from_the_stream_shares_the_idempotency_record(api: Api, aws: dict[str, Any]) -> None:
+    seed_session(api)
+    assert autosave(stream_records(aws)) == {"batchItemFailures": []}
+    assert {h["content"]["parts"][0]["text"] for h in search(api, "peanuts Porto sister", top_k=10)} == {
+        "I am allergic to peanuts",
+        "My sister Ana lives in Porto",
+    }
+    assert save(api, {"session_id": "s1"}).body["saved"] == 0  # auto-save got there first
+    assert autosave(stream_records(aws)) == {"batchItemFailures": []}  # a redelivered batch stores nothing twice
+    assert len(search(api, "peanuts Porto sister", top_k=10)) == 2
+
+
+def test_autosave_never_brings_back_a_forgotten_memory(api: Api, aws: dict[str, Any]) -> None:
+    seed_session(api)
+    autosave(stream_records(aws))
+    for hit in search(api, "peanuts Porto sister", top_k=10):
+        api.request("DELETE", f"{BASE}/{hit['id']}")
+    autosave(stream_records(aws))
+    assert search(api, "peanuts Porto sister", top_k=10) == []
+
+
+def test_autosave_reports_only_the_failing_session(
+    api: Api, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed_session(api, "s1")
+    seed_session(api, "s2", user="bob")
+    from agent_memory.stores.memories import S3MemoryStore
+
+    original = S3MemoryStore.add
+
+    def flaky(self: Any, app_name: str, user_id: str, records: Any) -> None:
+        if user_id == "bob":
+            raise RuntimeError("throttled")
+        original(self, app_name, user_id, records)
+
+    monkeypatch.setattr(S3MemoryStore, "add", flaky)
+    records = stream_records(aws)
+    result = autosave(records)
+    bobs = {r["dynamodb"]["SequenceNumber"] for r in records if "#bob#" in r["dynamodb"]["Keys"]["PK"]["S"]}
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == bobs
+    assert len(search(api, "peanuts Porto sister", top_k=10)) == 2
+    assert search(api, "peanuts Porto sister", user="bob") == []
+    monkeypatch.setattr(S3MemoryStore, "add", original)
+    retried = [r for r in records if r["dynamodb"]["SequenceNumber"] in bobs]
+    assert autosave(retried) == {"batchItemFailures": []}
+    assert len(search(api, "peanuts Porto sister", user="bob", top_k=10)) == 2
+
+
+def test_autosave_off_stores_nothing(api: Api, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.config import settings
+
+    monkeypatch.setenv("AUTOSAVE_POLICY", "off")
+    settings.cache_clear()
+    seed_session(api)
+    assert autosave(stream_records(aws)) == {"batchItemFailures": []}
+    assert search(api, "peanuts") == []
