@@ -18,10 +18,11 @@ result is still one memory ranked by its own score (no neighbour expansion).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import Doc, SearchConfig, SearchIndex
+from agent_memory.search import Doc, SearchConfig, SearchIndex, lexical
+from agent_memory.search import index as index_module
 
-DATA_DIR = Path("/work/shared/data/locomo")
+# The shared data folder sits beside the repository (as on the development machines and in CI).
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 CATEGORIES = (1, 2, 3, 4)
 KS = (5, 10)
 _SESSION = re.compile(r"session_(\d+)")
@@ -94,7 +97,8 @@ def load_conversations(data_dir: Path = DATA_DIR) -> list[Conversation]:
             for t in raw[f"session_{s}"]
         ]
         known = {t.dia_id for t in turns}
-        questions, dropped = [], []
+        questions: list[Question] = []
+        dropped: list[str] = []
         for qa in raw["qa"]:
             evidence: list[str] = []
             for entry in qa.get("evidence", []):
@@ -187,95 +191,208 @@ class Variant:
     config: SearchConfig
     previous: int = 0  # context turns
     date: bool = False  # session date in the context
-    dense: bool = True  # build vectors (and embed queries)
+    tokenizer: Callable[[str], list[str]] | None = None  # ablations: replaces agent_memory.search.lexical.tokenize
 
 
-def index_search_fn(
-    conversations: Sequence[Conversation], variant: Variant, embedder: Any
-) -> tuple[SearchFn, float]:
-    """A search_fn over one SearchIndex per conversation, and the time taken to build the indexes."""
-    use = embedder if variant.dense and variant.config.mode != "lexical" else None
-    started = time.perf_counter()
-    indexes = [SearchIndex.build(documents(c, variant.previous, variant.date), use) for c in conversations]
-    elapsed = time.perf_counter() - started
+@contextlib.contextmanager
+def _tokenizer(tokenizer: Callable[[str], list[str]] | None) -> Iterator[None]:
+    """Swap the index's tokenizer for an ablation (bench only; the service always uses ``tokenize``)."""
+    if tokenizer is None:
+        yield
+        return
+    original = getattr(index_module, "tokenize")  # noqa: B009
+    setattr(index_module, "tokenize", tokenizer)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(index_module, "tokenize", original)  # noqa: B010
+
+
+def index_search_fn(conversations: Sequence[Conversation], variant: Variant, embedder: Any) -> SearchFn:
+    """A search_fn over one SearchIndex per conversation."""
+    use = embedder if variant.config.mode != "lexical" else None
+    with _tokenizer(variant.tokenizer):
+        indexes = [SearchIndex.build(documents(c, variant.previous, variant.date), use) for c in conversations]
 
     def search(c: int, question: str, k: int) -> list[str]:
-        return [doc_id for doc_id, _ in indexes[c].search(question, k, use, config=variant.config)]
+        with _tokenizer(variant.tokenizer):
+            return [doc_id for doc_id, _ in indexes[c].search(question, k, use, config=variant.config)]
 
-    return search, elapsed
+    return search
 
 
-LEXICAL = SearchConfig(mode="lexical", context_weight=0.0)
-DENSE = SearchConfig(mode="dense")
-HYBRID = SearchConfig(context_weight=0.0)
+def plain_tokens(text: str) -> list[str]:
+    """The README baseline's tokens: lowercase words, no stop words, no stemming."""
+    return re.findall(r"\w+", text.lower())
+
+
+def unstemmed_tokens(text: str) -> list[str]:
+    """Our tokens without the stemmer (stop words still dropped)."""
+    words = (w.replace("'", "") for w in lexical._WORD.findall(lexical._fold(text)))
+    return [w for w in words if w and w not in lexical.STOP_WORDS]
+
+
+DEFAULT = SearchConfig()
+LEXICAL = replace(DEFAULT, mode="lexical", context_weight=0.0)
+DENSE = replace(DEFAULT, mode="dense")
+HYBRID = replace(DEFAULT, context_weight=0.0)
+RRF = replace(DEFAULT, fusion="rrf")
 CONTEXT = 2
 
 
 def variants() -> list[Variant]:
-    """What the table compares: each component added on its own, then the default configuration."""
-    default = SearchConfig()
+    """What the table compares: the baseline, each component on its own, then the default configuration."""
     return [
-        Variant("lexical (BM25, stemming, stop words)", LEXICAL),
+        Variant("BM25, plain lowercase word tokens", replace(LEXICAL, k1=1.5), tokenizer=plain_tokens),
+        Variant("BM25 + stop words", LEXICAL, tokenizer=unstemmed_tokens),
+        Variant("BM25 + stop words + stemming (lexical)", LEXICAL),
         Variant("dense (MiniLM int8, cosine)", DENSE),
-        Variant("hybrid, reciprocal-rank fusion (k=60)", replace(HYBRID, fusion="rrf")),
+        Variant("hybrid, reciprocal-rank fusion (k=60)", replace(RRF, context_weight=0.0)),
         Variant("hybrid, weighted score fusion", HYBRID),
-        Variant("lexical + context", replace(LEXICAL, context_weight=default.context_weight), CONTEXT, True),
+        Variant("lexical + context", replace(LEXICAL, context_weight=DEFAULT.context_weight), CONTEXT, True),
         Variant("dense + context", DENSE, CONTEXT, True),
-        Variant("hybrid rrf + context", replace(default, fusion="rrf"), CONTEXT, True),
-        Variant("hybrid + context, no date", default, CONTEXT, False),
-        Variant("hybrid + context, 1 previous turn", default, 1, True),
-        Variant("hybrid + context (default)", default, CONTEXT, True),
+        Variant("hybrid rrf + context", RRF, CONTEXT, True),
+        Variant("hybrid + context without the date", DEFAULT, CONTEXT, False),
+        Variant("hybrid + context of 1 previous turn", DEFAULT, 1, True),
+        Variant("hybrid + context, plain tokens", DEFAULT, CONTEXT, True, plain_tokens),
+        Variant("hybrid + context (default)", DEFAULT, CONTEXT, True),
     ]
+
+
+def sweep() -> list[Variant]:
+    """Parameter sweeps around the default (hybrid + context of 2 turns and the date)."""
+    out: list[Variant] = []
+    for k1 in (0.9, 1.2, 1.5, 2.0):
+        for b in (0.5, 0.75, 0.9):
+            out.append(Variant(f"hybrid + context, k1={k1} b={b}", replace(DEFAULT, k1=k1, b=b), CONTEXT, True))
+    for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0):
+        out.append(Variant(f"hybrid + context, context_weight={w}", replace(DEFAULT, context_weight=w), CONTEXT, True))
+    for dw in (0.3, 0.4, 0.6, 0.7):
+        out.append(Variant(f"hybrid + context, dense_weight={dw}", replace(DEFAULT, dense_weight=dw), CONTEXT, True))
+    for previous in (3, 4):
+        out.append(Variant(f"hybrid + context of {previous} previous turns", DEFAULT, previous, True))
+    for k in (10, 30):
+        out.append(Variant(f"hybrid rrf + context, k={k}", replace(RRF, rrf_k=float(k)), CONTEXT, True))
+    return out
+
+
+def table(rows: Sequence[Variant], conversations: Sequence[Conversation], by_category: bool) -> None:
+    embedder = CachingEmbedder(MiniLMEmbedder())
+    width = max(len(v.name) for v in rows)
+    header = f"| {'retriever':<{width}} | recall@5 | recall@10 |"
+    rule = "|" + "-" * (width + 2) + "|---------:|----------:|"
+    if by_category:
+        header += "".join(f" r@5 c{c} |" for c in CATEGORIES)
+        rule += "-------:|" * len(CATEGORIES)
+    print(header)
+    print(rule)
+    for variant in rows:
+        result = evaluate(index_search_fn(conversations, variant, embedder), conversations)
+        line = f"| {variant.name:<{width}} | {result['recall@5']:8.3f} | {result['recall@10']:9.3f} |"
+        if by_category:
+            line += "".join(f" {result['by_category'][c]['recall@5']:6.3f} |" for c in CATEGORIES)
+        print(line, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Latency: warm search on synthetic indexes of LoCoMo-like memories
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _FixedEmbedder:
+    """Random unit vectors for documents (embedding 100,000 texts with MiniLM would take minutes), and the real
+    MiniLM vector for queries, precomputed, so the timing is the index's alone."""
+
+    name = "minilm"
+    dim = 384
+
+    def __init__(self, queries: dict[str, npt.NDArray[np.float32]], seed: int = 7) -> None:
+        self.queries = queries
+        self.rng = np.random.default_rng(seed)
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        if len(texts) == 1 and texts[0] in self.queries:
+            row: npt.NDArray[np.float32] = self.queries[texts[0]].reshape(1, -1)
+            return row
+        matrix = self.rng.standard_normal((len(texts), self.dim)).astype(np.float32)
+        unit: npt.NDArray[np.float32] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        return unit
+
+
+def latency(sizes: Sequence[int] = (1_000, 10_000, 100_000), runs: int = 200) -> None:
+    """Build, load and search indexes of the LoCoMo memories (with their context) repeated up to ``sizes``,
+    with the first ``runs`` LoCoMo questions as queries."""
+    conversations = load_conversations()
+    memories = [(t.memory, context_of(c.turns, i)) for c in conversations for i, t in enumerate(c.turns)]
+    questions = [q.question for c in conversations for q in c.questions if q.category in CATEGORIES][:runs]
+    minilm = MiniLMEmbedder()
+    minilm.embed(questions[:1])
+    started = time.perf_counter()
+    query_vectors = minilm.embed(questions)
+    per_query_batch = (time.perf_counter() - started) / len(questions)
+    single = []
+    for q in questions[:50]:
+        t = time.perf_counter()
+        minilm.embed([q])
+        single.append(time.perf_counter() - t)
+    embedder = _FixedEmbedder(dict(zip(questions, query_vectors, strict=True)))
+    print(
+        f"MiniLM query embedding: {1000 * float(np.median(single)):.1f} ms median alone "
+        f"({1000 * per_query_batch:.1f} ms each in a batch); not included below\n"
+    )
+    print(
+        "| docs | build s | bytes MB | load ms | first search ms | warm hybrid p50 / p95 ms | "
+        "warm lexical p50 / p95 ms | combine +100 docs ms |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        docs = [Doc(f"m{i}", *memories[i % len(memories)]) for i in range(size)]
+        t = time.perf_counter()
+        built = SearchIndex.build(docs, embedder)
+        build_s = time.perf_counter() - t
+        data = built.to_bytes()
+        t = time.perf_counter()
+        index = SearchIndex.from_bytes(data)
+        load_ms = 1000 * (time.perf_counter() - t)
+        t = time.perf_counter()
+        index.search(questions[0], 10, embedder)
+        first_ms = 1000 * (time.perf_counter() - t)
+        timings = {}
+        for label, use in (("hybrid", embedder), ("lexical", None)):
+            samples = []
+            for q in questions:
+                t = time.perf_counter()
+                index.search(q, 10, use)
+                samples.append(1000 * (time.perf_counter() - t))
+            timings[label] = (float(np.percentile(samples, 50)), float(np.percentile(samples, 95)))
+        segment = SearchIndex.build(docs[:50] + [Doc(f"new{i}", docs[i].text) for i in range(50)], embedder)
+        t = time.perf_counter()
+        SearchIndex.combine([index, segment])
+        combine_ms = 1000 * (time.perf_counter() - t)
+        print(
+            f"| {size:,} | {build_s:.2f} | {len(data) / 1e6:.1f} | {load_ms:.0f} | {first_ms:.0f} | "
+            f"{timings['hybrid'][0]:.1f} / {timings['hybrid'][1]:.1f} | "
+            f"{timings['lexical'][0]:.1f} / {timings['lexical'][1]:.1f} | {combine_ms:.0f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweep", action="store_true", help="also sweep BM25, context and fusion parameters")
     parser.add_argument("--by-category", action="store_true", help="recall@5 by question category too")
+    parser.add_argument("--latency", action="store_true", help="measure search latency at 1k, 10k and 100k docs")
     args = parser.parse_args()
-
+    if args.latency:
+        latency()
+        return
     conversations = load_conversations()
     questions = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES and q.evidence)
     dropped = [e for c in conversations for e in c.dropped_evidence]
-    print(f"LoCoMo: {len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} memories, ")
-    print(f"{questions} questions of categories 1-4 with evidence; evidence entries dropped: {dropped}\n")
-    embedder = CachingEmbedder(MiniLMEmbedder())
-    rows = [(v.name, v) for v in variants()]
-    if args.sweep:
-        rows += [(f"sweep: {label}", v) for label, v in sweep()]
-    width = max(len(name) for name, _ in rows)
-    header = f"| {'retriever':<{width}} | recall@5 | recall@10 |"
-    if args.by_category:
-        header += " r@5 c1 | r@5 c2 | r@5 c3 | r@5 c4 |"
-    print(header)
-    print("|" + "-" * (width + 2) + "|---------:|----------:|" + ("-------:|" * 4 if args.by_category else ""))
-    for name, variant in rows:
-        search_fn, _ = index_search_fn(conversations, variant, embedder)
-        result = evaluate(search_fn, conversations)
-        line = f"| {name:<{width}} | {result['recall@5']:8.3f} | {result['recall@10']:9.3f} |"
-        if args.by_category:
-            line += "".join(f" {result['by_category'][c]['recall@5']:6.3f} |" for c in CATEGORIES)
-        print(line, flush=True)
-
-
-def sweep() -> list[tuple[str, Variant]]:
-    default = SearchConfig()
-    out: list[tuple[str, Variant]] = []
-    for k1 in (0.9, 1.2, 1.5, 2.0):
-        for b in (0.5, 0.75, 0.9):
-            out.append((f"lexical k1={k1} b={b}", Variant("", replace(LEXICAL, k1=k1, b=b))))
-    for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0):
-        out.append((f"lexical + context w={w}", Variant("", replace(LEXICAL, context_weight=w), CONTEXT, True)))
-    for previous in (1, 2, 3, 4):
-        out.append((f"hybrid + context, previous={previous}", Variant("", default, previous, True)))
-    for w in (0.1, 0.2, 0.3, 0.5, 0.7):
-        out.append((f"hybrid + context w={w}", Variant("", replace(default, context_weight=w), CONTEXT, True)))
-    for dw in (0.3, 0.4, 0.5, 0.6, 0.7):
-        out.append((f"hybrid + context dense_weight={dw}", Variant("", replace(default, dense_weight=dw), CONTEXT, True)))
-    for k in (10, 30, 60):
-        config = replace(default, fusion="rrf", rrf_k=float(k))
-        out.append((f"hybrid rrf + context, k={k}", Variant("", config, CONTEXT, True)))
-    return out
+    memories = sum(len(c.turns) for c in conversations)
+    print(f"LoCoMo: {len(conversations)} conversations, {memories} memories, {questions} questions of categories")
+    print(f"1-4 with evidence (evidence entries naming no turn, dropped: {dropped})\n")
+    table(variants() + (sweep() if args.sweep else []), conversations, args.by_category)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ class SearchConfig:
     mode: str = "hybrid"
     k1: float = 1.2
     b: float = 0.75
-    context_weight: float = 0.3
+    context_weight: float = 0.4
     fusion: str = "weighted"
     dense_weight: float = 0.5
     rrf_k: float = 60.0
@@ -121,9 +121,10 @@ class SearchIndex:
             raise ValueError("term arrays disagree in length")
         if len(terms) and (int(terms.min()) < 0 or int(terms.max()) >= len(vocab)):
             raise ValueError("a term id is outside the vocabulary")
-        if vectors is not None:
-            if scales is None or vectors.ndim != 2 or vectors.shape[0] != n or scales.shape != (n,) or not model:
-                raise ValueError("vectors need one row and one scale per document, and a model name")
+        if vectors is not None and (
+            scales is None or vectors.ndim != 2 or vectors.shape[0] != n or scales.shape != (n,) or not model
+        ):
+            raise ValueError("vectors need one row and one scale per document, and a model name")
         self._ids = ids
         self._vocab = vocab
         self._doc_ptr = doc_ptr
@@ -147,7 +148,7 @@ class SearchIndex:
 
     @classmethod
     def empty(cls) -> SearchIndex:
-        return cls._from_rows([], [], [])
+        return cls.build([])
 
     @classmethod
     def build(cls, docs: Sequence[Doc], embedder: Embedder | None = None) -> SearchIndex:
@@ -161,7 +162,12 @@ class SearchIndex:
             docs = [docs[i] for i in sorted(latest.values())]
         vocab: list[str] = []
         term_ids: dict[str, int] = {}
-        rows: list[tuple[list[int], list[int], list[int], int, int]] = []
+        terms: list[int] = []
+        tf_text: list[int] = []
+        tf_ctx: list[int] = []
+        row_lengths: list[int] = []
+        len_text: list[int] = []
+        len_ctx: list[int] = []
         for doc in docs:
             if not isinstance(doc.id, str) or not doc.id:
                 raise ValueError("every document needs a non-empty string id")
@@ -172,46 +178,35 @@ class SearchIndex:
                 counts.setdefault(token, [0, 0])[0] += 1
             for token in ctx_tokens:
                 counts.setdefault(token, [0, 0])[1] += 1
-            row_terms: list[int] = []
-            for token in counts:
+            for token, (in_text, in_ctx) in counts.items():
                 tid = term_ids.get(token)
                 if tid is None:
                     tid = term_ids[token] = len(vocab)
                     vocab.append(token)
-                row_terms.append(tid)
-            tfs = list(counts.values())
-            rows.append((row_terms, [c[0] for c in tfs], [c[1] for c in tfs], len(text_tokens), len(ctx_tokens)))
-        index = cls._from_rows([doc.id for doc in docs], vocab, rows)
+                terms.append(tid)
+                tf_text.append(in_text)
+                tf_ctx.append(in_ctx)
+            row_lengths.append(len(counts))
+            len_text.append(len(text_tokens))
+            len_ctx.append(len(ctx_tokens))
+        doc_ptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(row_lengths, dtype=np.int64), out=doc_ptr[1:])
+        index = cls(
+            [doc.id for doc in docs],
+            vocab,
+            doc_ptr,
+            np.asarray(terms, dtype=np.int32),
+            np.minimum(np.asarray(tf_text, dtype=np.int64), _MAX_TF).astype(np.uint16),
+            np.minimum(np.asarray(tf_ctx, dtype=np.int64), _MAX_TF).astype(np.uint16),
+            np.asarray(len_text, dtype=np.uint32),
+            np.asarray(len_ctx, dtype=np.uint32),
+        )
         index._term_ids = term_ids
         if embedder is None or not docs:
             return index
         matrix = _checked_embeddings(embedder, [_embedding_text(doc) for doc in docs], len(docs))
         vectors, scales = _quantise(matrix)
         return index._replace(vectors=vectors, scales=scales, model=_model_name(embedder))
-
-    @classmethod
-    def _from_rows(
-        cls, ids: list[str], vocab: list[str], rows: list[tuple[list[int], list[int], list[int], int, int]]
-    ) -> SearchIndex:
-        lengths = np.fromiter((len(r[0]) for r in rows), dtype=np.int64, count=len(rows))
-        doc_ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=doc_ptr[1:])
-        nnz = int(doc_ptr[-1])
-
-        def flat(field: int, dtype: Any) -> Any:
-            values = np.fromiter((v for r in rows for v in r[field]), dtype=np.int64, count=nnz)
-            return np.minimum(values, _MAX_TF).astype(dtype) if dtype == np.uint16 else values.astype(dtype)
-
-        return cls(
-            ids,
-            vocab,
-            doc_ptr,
-            flat(0, np.int32),
-            flat(1, np.uint16),
-            flat(2, np.uint16),
-            np.fromiter((r[3] for r in rows), dtype=np.uint32, count=len(rows)),
-            np.fromiter((r[4] for r in rows), dtype=np.uint32, count=len(rows)),
-        )
 
     def _replace(self, **changes: Any) -> SearchIndex:
         fields: dict[str, Any] = {
@@ -265,7 +260,7 @@ class SearchIndex:
 
     def _position_map(self) -> dict[str, int]:
         if self._positions is None:
-            self._positions = {doc_id: i for i, doc_id in enumerate(self._ids)}
+            self._positions = dict(zip(self._ids, range(len(self._ids)), strict=True))
         return self._positions
 
     def _term_map(self) -> dict[str, int]:
@@ -285,16 +280,22 @@ class SearchIndex:
             return self
         keep = np.ones(len(self), dtype=bool)
         keep[drop] = False
-        return self._select(keep)
+        return self._select(keep)._pruned()
 
     def _select(self, keep: Bool) -> SearchIndex:
         lengths = np.diff(self._doc_ptr)
         entry_keep = np.repeat(keep, lengths)
         doc_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
         np.cumsum(lengths[keep], out=doc_ptr[1:])
-        rows = np.flatnonzero(keep)
+        dropped = np.flatnonzero(~keep)
+        if len(dropped) <= 1024:  # few deletions: copy the list and delete in place (memmove, no per-id work)
+            ids = list(self._ids)
+            for i in dropped[::-1].tolist():
+                del ids[i]
+        else:
+            ids = [self._ids[i] for i in np.flatnonzero(keep).tolist()]
         return self._replace(
-            ids=[self._ids[i] for i in rows],
+            ids=ids,
             doc_ptr=doc_ptr,
             terms=self._terms[entry_keep],
             tf_text=self._tf_text[entry_keep],
@@ -403,7 +404,8 @@ class SearchIndex:
             model,
         )
         combined._term_ids = term_ids
-        return combined._pruned()
+        # an id replaced by a later part may leave terms no document uses; check only then (a bincount)
+        return combined._pruned() if any(keep is not None for keep in keeps) else combined
 
     def _pruned(self) -> SearchIndex:
         """Drop vocabulary terms no document uses any more, when they are many (after deletions and merges)."""
@@ -569,6 +571,7 @@ class SearchIndex:
                 logger.warning("search index has no vectors; searching lexically")
             return None
         if embedder is None:
+            logger.warning("search index has %s vectors but no embedder was given; searching lexically", self._model)
             return None
         name, dim = _model_name(embedder), int(getattr(embedder, "dim", 0) or 0)
         if name != self._model or (dim and dim != self.dim):
@@ -592,7 +595,10 @@ class SearchIndex:
 
     def _rrf(self, lexical: F32, dense: F32, config: SearchConfig, exclude: frozenset[str]) -> F32:
         fused = np.zeros(len(self), dtype=np.float32)
-        for scores, weight, positive in ((lexical, 1.0 - config.dense_weight, True), (dense, config.dense_weight, False)):
+        for scores, weight, positive in (
+            (lexical, 1.0 - config.dense_weight, True),
+            (dense, config.dense_weight, False),
+        ):
             ranked = self._top_positions(scores, config.rrf_depth, exclude, positive_only=positive)
             fused[ranked] += np.float32(2.0 * weight) / (config.rrf_k + 1.0 + np.arange(len(ranked), dtype=np.float32))
         return fused
@@ -607,7 +613,8 @@ class SearchIndex:
             part = np.argpartition(-scores[candidates], k - 1)[:k]
             candidates = candidates[part]
         order = np.lexsort((candidates, -scores[candidates]))  # best first; ties: index order
-        return candidates[order]
+        best: I64 = candidates[order]
+        return best
 
     def _top(self, scores: F32, k: int, exclude: frozenset[str], *, positive_only: bool) -> list[tuple[str, float]]:
         top = self._top_positions(scores, k, exclude, positive_only=positive_only)
@@ -659,7 +666,7 @@ def _minmax(scores: F32) -> F32:
 
 def _stable_argsort(keys: I32, bound: int) -> I64:
     """Stable argsort of non-negative int32 keys below ``bound``: one or two radix (uint16) passes."""
-    if bound <= 1 << 16:
-        return np.argsort(keys.astype(np.uint16), kind="stable")
-    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
-    return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
+    order: I64 = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    if bound > 1 << 16:
+        order = order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
+    return order

@@ -16,7 +16,19 @@ __all__ = ["STOP_WORDS", "stem", "tokenize"]
 # A classic English list (close to the one of Lucene/NLTK), plus the words of questions ("what did she ...")
 # and of chat filler, which carry nothing for retrieval. Contractions appear without their apostrophe.
 STOP_WORDS = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren", "arent", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "cant", "could", "couldn", "couldnt", "did", "didn", "didnt", "do", "does", "doesn", "doesnt", "doing", "don", "dont", "down", "during", "each", "either", "else", "ever", "few", "for", "from", "further", "had", "hadn", "hadnt", "has", "hasn", "hasnt", "have", "haven", "havent", "having", "he", "hed", "hell", "hes", "her", "here", "heres", "hers", "herself", "him", "himself", "his", "how", "hows", "however", "i", "id", "ill", "im", "ive", "if", "in", "into", "is", "isn", "isnt", "it", "its", "itself", "just", "let", "lets", "ll", "me", "might", "mightn", "more", "most", "must", "mustn", "my", "myself", "neither", "no", "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "re", "s", "same", "shan", "shant", "she", "shed", "shell", "shes", "should", "shouldn", "shouldnt", "so", "some", "such", "t", "than", "that", "thats", "the", "their", "theirs", "them", "themselves", "then", "there", "theres", "these", "they", "theyd", "theyll", "theyre", "theyve", "this", "those", "through", "to", "too", "under", "until", "up", "upon", "us", "ve", "very", "was", "wasn", "wasnt", "we", "wed", "well", "were", "weren", "werent", "weve", "what", "whats", "when", "whens", "where", "wheres", "which", "while", "who", "whom", "whos", "whose", "why", "whys", "will", "with", "won", "wont", "would", "wouldn", "wouldnt", "y", "you", "youd", "youll", "your", "youre", "yours", "yourself", "yourselves", "youve", "yes", "yeah", "yep", "oh", "ok", "okay", "hey", "hi", "hello", "wow", "um", "uh", "hmm", "lol", "haha", "thanks", "thank", "please"]
+    """
+    a about above after again against all also am an and any are aren arent as at be because been before being below
+    between both but by can cannot cant could couldn couldnt did didn didnt do does doesn doesnt doing don dont down
+    during each either else ever few for from further had hadn hadnt has hasn hasnt have haven havent having he hed
+    hell hes her here heres hers herself him himself his how hows however i id ill im ive if in into is isn isnt it
+    its itself just let lets ll me might mightn more most must mustn my myself neither no nor not now o of off on
+    once only or other ought our ours ourselves out over own re s same shan shant she shed shell shes should shouldn
+    shouldnt so some such t than that thats the their theirs them themselves then there theres these they theyd
+    theyll theyre theyve this those through to too under until up upon us ve very was wasn wasnt we wed well were
+    weren werent weve what whats when whens where wheres which while who whom whos whose why whys will with won wont
+    would wouldn wouldnt y you youd youll your youre yours yourself yourselves youve yes yeah yep oh ok okay hey hi
+    hello wow um uh hmm lol haha thanks thank please
+    """.split()  # noqa: SIM905 - a word list, not a sentence
 )
 
 # letters and digits, plus the combining marks that \w misses (accents, Indic and Thai vowel signs)

@@ -1,0 +1,113 @@
+"""LoCoMo retrieval through the service: the same evaluation as ``bench.locomo``, end to end.
+
+    .venv/bin/python -m bench.locomo_service
+
+Each conversation is one user. Each of its sessions is created and its turns appended as events through
+the HTTP handlers (author = speaker, the turn's text plus its image caption, ``custom_metadata.dia_id``, the
+session date as the timestamp); each session is saved with policy ``all``; then every question of
+categories 1–4 is searched (``POST …/memories/search``, top_k 10) and recall@k is computed from the
+``dia_id`` of the returned memories. DynamoDB and S3 are moto, in process; the embedder is the offline
+MiniLM (``EMBEDDER`` to change it). Each conversation gets a fresh moto (moto copies the whole table on
+every transaction, which makes one big table slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import local  # noqa: F401 - puts the shared layer on sys.path
+from bench.locomo import Conversation, evaluate, load_conversations
+
+TABLE = "agent-memory-locomo"
+BUCKET = "agent-memory-locomo-context"
+
+
+def session_time(text: str) -> float:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as epoch seconds (UTC)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+
+
+def ingest_and_search(conversation: Conversation, k: int) -> dict[str, list[str]]:
+    """Ingest one conversation through the API and answer its questions: question -> dia_ids, best first."""
+    from agent_memory.config import settings
+    from agent_memory.service.memories import default_embedder, default_memory_service
+    from agent_memory.service.sessions import default_session_service
+    from local.inprocess import in_process_aws
+    from local.server import LocalApi
+    from local.template import load_template
+
+    for cached in (settings, default_session_service, default_memory_service, default_embedder):
+        cached.cache_clear()
+    api = LocalApi(load_template())
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        status, _, payload = api.handle(method, path, {}, None if body is None else json.dumps(body).encode())
+        assert status < 300, (method, path, status, payload[:300])
+        return json.loads(payload) if payload else None
+
+    answers: dict[str, list[str]] = {}
+    with in_process_aws(TABLE, BUCKET):
+        base = "/apps/locomo/users/speaker-pair/sessions"
+        sessions = sorted({t.session for t in conversation.turns})
+        for s in sessions:
+            turns = [t for t in conversation.turns if t.session == s]
+            start = session_time(turns[0].date) if turns[0].date else 0.0
+            call("POST", base, {"session_id": f"session_{s}"})
+            events = [
+                {
+                    "id": t.dia_id,
+                    "author": t.speaker,
+                    "timestamp": start + i,
+                    "content": {
+                        "role": "user",
+                        "parts": [{"text": t.text + (f" [image: {t.caption}]" if t.caption else "")}],
+                    },
+                    "custom_metadata": {"dia_id": t.dia_id},
+                }
+                for i, t in enumerate(turns)
+            ]
+            for b in range(0, len(events), 100):
+                call("POST", f"{base}/session_{s}/events", {"events": events[b : b + 100]})
+            call("POST", "/apps/locomo/users/speaker-pair/memories", {"session_id": f"session_{s}", "policy": "all"})
+        for q in conversation.questions:
+            hits = call("POST", "/apps/locomo/users/speaker-pair/memories/search", {"query": q.question, "top_k": k})
+            answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
+    return answers
+
+
+def main() -> None:
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "TABLE_NAME": TABLE,
+            "BUCKET_NAME": BUCKET,
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
+    )
+    os.environ.setdefault("EMBEDDER", "minilm")
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    conversations = load_conversations()
+    started = time.perf_counter()
+    answers = [ingest_and_search(c, 10) for c in conversations]
+    result = evaluate(lambda c, question, k: answers[c][question][:k], conversations)
+    print(
+        f"embedder: {os.environ['EMBEDDER']}; {result['questions']} questions; {time.perf_counter() - started:.0f} s\n"
+    )
+    print("| through the service | recall@5 | recall@10 |")
+    print("|---|---:|---:|")
+    print(f"| all categories 1–4 | {result['recall@5']:.3f} | {result['recall@10']:.3f} |")
+    for category, row in result["by_category"].items():
+        print(
+            f"| category {category} ({row['questions']} questions) | {row['recall@5']:.3f} | {row['recall@10']:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

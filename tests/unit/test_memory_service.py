@@ -1,0 +1,155 @@
+"""MemoryService over the in-memory adapters: saving by policy, context, idempotency, forgetting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
+from agent_memory.policy.state import ScopedDelta
+from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
+from agent_memory.stores.claims import InMemoryClaimStore
+from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord
+from agent_memory.stores.memory import InMemorySessionStore
+from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
+
+KEY = SessionKey("app", "alice", "s1")
+
+
+def build(records: list[MemoryRecord]) -> SearchIndex:
+    return SearchIndex.build([Doc(r.id, f"{r.author}: {r.text}", r.context) for r in records], None)
+
+
+@pytest.fixture
+def parts() -> tuple[MemoryService, InMemorySessionStore, InMemoryMemoryStore]:
+    sessions = InMemorySessionStore()
+    memories = InMemoryMemoryStore(build, SearchIndex.combine)
+    service = MemoryService(
+        sessions, memories, InMemoryClaimStore(), lambda index, q, k: index.search(q, k), clock=lambda: 1000.0
+    )
+    return service, sessions, memories
+
+
+def event(i: int, author: str, text: str, **extra: Any) -> dict[str, Any]:
+    role = "user" if author == "user" else "model"
+    return {
+        "id": f"e{i}",
+        "author": author,
+        "timestamp": 1000.0 + i,
+        "content": {"role": role, "parts": [{"text": text}]},
+        **extra,
+    }
+
+
+def seed(sessions: InMemorySessionStore, events: list[dict[str, Any]]) -> None:
+    sessions.create_session(SessionRecord("app", "alice", "s1", 1000.0, 1000.0), ScopedDelta())
+    sessions.append_events(KEY, [NewEvent(e["id"], e["timestamp"], e, ScopedDelta()) for e in events], None)
+
+
+def test_default_policy_keeps_user_text_and_never_stores_filtered_text_as_context(parts: Any) -> None:
+    service, sessions, memories = parts
+    seed(
+        sessions,
+        [
+            event(1, "user", "I live in Porto"),
+            event(2, "planner", "SECRET assistant reasoning"),
+            event(3, "user", "I like tea"),
+        ],
+    )
+    assert service.save("app", "alice", {"session_id": "s1"}) == {"saved": 2, "skipped": 1}
+    records = memories.view("app", "alice").records
+    assert set(records) == {event_memory_id("s1", "e1"), event_memory_id("s1", "e3")}
+    tea = records[event_memory_id("s1", "e3")]
+    assert "Porto" in tea.context and "SECRET" not in tea.context
+    assert tea.session_id == "s1" and tea.event_id == "e3" and tea.author == "user"
+
+
+def test_compaction_events_are_never_saved(parts: Any) -> None:
+    service, sessions, _ = parts
+    summary = {
+        "id": "c1",
+        "author": "system",
+        "timestamp": 1005.0,
+        "actions": {
+            "compaction": {
+                "start_timestamp": 1,
+                "end_timestamp": 2,
+                "compacted_content": {"parts": [{"text": "summary"}]},
+            }
+        },
+    }
+    seed(sessions, [event(1, "user", "hello there"), summary])
+    assert service.save("app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 1, "skipped": 0}
+
+
+def test_saves_are_idempotent_and_a_wider_policy_adds_what_was_filtered(parts: Any) -> None:
+    service, sessions, _ = parts
+    seed(sessions, [event(1, "user", "I live in Porto"), event(2, "planner", "Noted")])
+    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 1
+    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
+    assert service.save("app", "alice", {"session_id": "s1", "policy": "all"})["saved"] == 1
+
+
+def test_direct_texts_dedupe_by_normalised_text_and_forget_releases_them(parts: Any) -> None:
+    service, _, memories = parts
+    assert service.add_texts("app", "alice", [{"text": "likes  jazz"}, {"text": "likes jazz "}]) == {
+        "saved": 1,
+        "skipped": 1,
+    }
+    memory_id = text_memory_id("likes jazz")
+    assert memory_id in memories.view("app", "alice").records
+    service.forget("app", "alice", memory_id)
+    assert memories.view("app", "alice").records == {}
+    assert service.add_texts("app", "alice", [{"text": "likes jazz"}])["saved"] == 1
+
+
+def test_forgotten_event_memories_are_not_saved_again(parts: Any) -> None:
+    service, sessions, _ = parts
+    seed(sessions, [event(1, "user", "I live in Porto")])
+    service.save("app", "alice", {"session_id": "s1"})
+    service.forget("app", "alice", event_memory_id("s1", "e1"))
+    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
+    service.forget_all("app", "alice")
+    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
+
+
+def test_search_validation_and_results(parts: Any) -> None:
+    service, _, _ = parts
+    service.add_texts("app", "alice", [{"text": "allergic to shellfish", "metadata": {"k": 1}, "timestamp": 0}])
+    (hit,) = service.search("app", "alice", "shellfish", 3)["memories"]
+    assert hit["content"]["parts"][0]["text"] == "allergic to shellfish" and hit["custom_metadata"] == {"k": 1}
+    assert hit["timestamp"] == "1970-01-01T00:00:00Z"
+    assert service.search("app", "bob", "shellfish")["memories"] == []
+    for query, top_k, field in [("", None, "query"), ("x", 0, "top_k"), ("x", True, "top_k"), (None, None, "query")]:
+        with pytest.raises(InvalidInput) as err:
+            service.search("app", "alice", query, top_k)
+        assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ([], "body"),
+        ({"session_id": "s1", "extra": 1}, "extra"),
+        ({"memories": [{"text": "x"}], "session_id": "s1"}, "session_id"),
+        ({"memories": [{"text": "x", "when": 1}]}, "memories[0]"),
+        ({"memories": [{"text": "x", "timestamp": "soon"}]}, "memories[0].timestamp"),
+        ({"memories": [{"text": "x" * 20_001}]}, "memories[0].text"),
+        ({"memories": [{"text": "x"}] * 101}, "memories"),
+        ({"session_id": "bad id"}, "session_id"),
+    ],
+)
+def test_bad_save_bodies(parts: Any, body: Any, field: str) -> None:
+    service, _, _ = parts
+    with pytest.raises((UnprocessableInput, InvalidInput)) as err:
+        service.save("app", "alice", body)
+    assert err.value.field == field
+
+
+def test_save_of_a_missing_session_is_404(parts: Any) -> None:
+    service, _, _ = parts
+    with pytest.raises(SessionNotFound):
+        service.save("app", "alice", {"session_id": "ghost"})
+

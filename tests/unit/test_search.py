@@ -1,0 +1,332 @@
+"""Search: tokenizer and stemmer, the hybrid index (build, search, serialisation, combine, without, exclude),
+and degradation to lexical search when the embedder fails."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
+from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
+from agent_memory.search import index as index_module
+from agent_memory.search.lexical import stem
+
+# --------------------------------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------------------------------
+
+DOCS = [
+    Doc("m1", "Caroline: I went to the LGBTQ support group yesterday and it was powerful.", "8 May, 2023"),
+    Doc("m2", "Melanie: I painted that lake sunrise last year, it is special to me."),
+    Doc("m3", "Caroline: I'm researching adoption agencies, I want to give kids a loving home."),
+    Doc("m4", "Melanie: We went camping in the mountains with the kids last weekend."),
+    Doc("m5", "Caroline: My car broke down on the highway, so I took the bus to work."),
+    Doc("m6", "Melanie: Running keeps me sane; I ran a charity race for mental health."),
+]
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors (each token hashed to a dimension): fast, no model."""
+
+    name = "hash"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in tokenize(text) or ["<empty>"]:
+                out[row, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1.0
+        unit: npt.NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return unit
+
+
+class BrokenEmbedder(HashEmbedder):
+    """Embeds documents, then fails on every query."""
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        if self.calls:
+            raise EmbedderError("throttled")
+        return super().embed(texts)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+def ids(results: list[tuple[str, float]]) -> list[str]:
+    return [doc_id for doc_id, _ in results]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tokenizer
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_tokenize_drops_stop_words_and_question_words() -> None:
+    tokens = tokenize("What did she do when the Support Group met?")
+    assert tokens == ["support", "group", "met"]
+
+
+def test_stems_of_inflections_are_equal() -> None:
+    assert tokenize("running") == tokenize("runs") == tokenize("run") == ["run"]
+    assert tokenize("adoption agencies") == tokenize("adopt agency")
+    assert stem("relational") == "relat" and stem("ponies") == "poni" and stem("sky") == "sky"
+
+
+def test_tokenize_is_unicode_aware() -> None:
+    assert tokenize("Café NAÏVE") == ["cafe", "naiv"]
+    assert tokenize("Melanie's kids can't") == ["melani", "kid"]
+    assert tokenize("東京都") == ["東京", "京都"]  # CJK runs become overlapping bigrams
+    assert tokenize("हिन्दी") == ["हिन्दी"]  # combining vowel signs stay inside the word
+    assert tokenize("") == [] and tokenize("the and of") == []
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Build and search
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_lexical_search_finds_the_right_doc() -> None:
+    index = SearchIndex.build(DOCS, None)
+    assert len(index) == 6 and index.ids == [d.id for d in DOCS] and index.model is None
+    results = index.search("Which adoption agency did Caroline research?", 3)
+    assert ids(results)[0] == "m3"
+    assert all(a[1] >= b[1] for a, b in itertools.pairwise(results))
+    assert ids(index.search("ran", 5)) == ["m6"]
+    assert ids(index.search("she runs", 5)) == ["m6"]  # stemming: "runs" finds "Running"
+
+
+def test_context_is_searchable_but_weighs_less_than_text() -> None:
+    docs = [Doc("a", "Caroline: it was powerful", "Caroline: the support group met"), Doc("b", "support group")]
+    results = SearchIndex.build(docs).search("support group", 2)
+    assert ids(results) == ["b", "a"]
+    lexical_without_context = SearchIndex.build(docs).search("support group", 2, config=SearchConfig(context_weight=0))
+    assert ids(lexical_without_context) == ["b"]
+
+
+def test_build_keeps_the_last_of_duplicate_ids() -> None:
+    index = SearchIndex.build([Doc("x", "old camping trip"), Doc("y", "pottery"), Doc("x", "new violin lesson")])
+    assert index.ids == ["y", "x"]
+    assert index.search("camping", 5) == []
+    assert ids(index.search("violin", 5)) == ["x"]
+
+
+def test_blank_query_and_empty_index_give_nothing() -> None:
+    index = SearchIndex.build(DOCS, HashEmbedder())
+    assert index.search("", 5, HashEmbedder()) == []
+    assert index.search("   \n", 5, HashEmbedder()) == []
+    assert index.search("support group", 0, HashEmbedder()) == []
+    assert SearchIndex.empty().search("support group", 5) == []
+    assert index.search("the of and", 5) == []  # only stop words: no lexical match
+
+
+def test_hybrid_finds_a_paraphrase_that_lexical_misses(minilm: MiniLMEmbedder) -> None:
+    docs = [
+        Doc("nuts", "Priya: I can't eat nuts, they make me really sick."),
+        Doc("car", "Priya: My car broke down on the highway last Friday."),
+        Doc("violin", "Tom: I started learning to play the violin this spring."),
+        Doc("group", "Priya: I went to the support group yesterday."),
+        Doc("dog", "Tom: We adopted a puppy and named him Max."),
+    ]
+    index = SearchIndex.build(docs, minilm)
+    assert index.model == "minilm" and index.dim == 384
+    for query, expected in (("peanut allergy", "nuts"), ("musical instrument lessons", "violin")):
+        lexical = ids(index.search(query, 3))
+        hybrid = ids(index.search(query, 3, minilm))
+        assert expected not in lexical
+        assert hybrid[0] == expected
+    # and where lexical already finds it, hybrid keeps it first
+    assert ids(index.search("support group", 1, minilm)) == ids(index.search("support group", 1)) == ["group"]
+
+
+def test_dense_and_rrf_modes() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    dense = index.search("charity race", 6, embedder, config=SearchConfig(mode="dense"))
+    assert len(dense) == 6 and ids(dense)[0] == "m6"
+    rrf = index.search("charity race", 3, embedder, config=SearchConfig(fusion="rrf"))
+    assert ids(rrf)[0] == "m6" and all(a[1] >= b[1] for a, b in itertools.pairwise(rrf))
+    with pytest.raises(ValueError):
+        SearchConfig(mode="fuzzy")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Serialisation, combine, without, exclude
+# --------------------------------------------------------------------------------------------------------------
+
+QUERIES = ["support group", "Caroline adoption", "kids camping", "car bus work", "sunrise painting", "zzz"]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("with_vectors", [False, True])
+def test_to_bytes_from_bytes_round_trip(compress: bool, with_vectors: bool) -> None:
+    embedder = HashEmbedder() if with_vectors else None
+    index = SearchIndex.build(DOCS, embedder)
+    data = index.to_bytes(compress=compress)
+    assert b"pickle" not in data
+    copy = SearchIndex.from_bytes(data)
+    assert copy.ids == index.ids and copy.model == index.model and len(copy) == len(index)
+    for query in QUERIES:
+        assert copy.search(query, 6, embedder) == index.search(query, 6, embedder)
+    assert copy.to_bytes(compress=compress) == data
+
+
+def test_from_bytes_rejects_garbage() -> None:
+    with pytest.raises(ValueError):
+        SearchIndex.from_bytes(b"not an index")
+    with pytest.raises(ValueError):
+        SearchIndex.from_bytes(b"")
+
+
+def test_vectors_are_int8_with_small_error() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    assert index._vectors is not None and index._vectors.dtype == np.int8
+    exact = embedder.embed([index_module._embedding_text(d) for d in DOCS]) @ embedder.embed(["kids camping"])[0]
+    approx = index.dense_scores("kids camping", embedder)
+    assert approx is not None
+    np.testing.assert_allclose(approx, exact, atol=0.02)
+
+
+def test_combine_later_parts_win_for_duplicate_ids() -> None:
+    embedder = HashEmbedder()
+    snapshot = SearchIndex.build(DOCS, embedder)
+    segment = SearchIndex.build([Doc("m4", "Melanie: we sold the tent, no more camping trips"), Doc("m7", "violin")])
+    newer = SearchIndex.build([Doc("m7", "Caroline: I started pottery classes")], embedder)
+    combined = SearchIndex.combine([snapshot, segment, newer])
+    assert combined.ids == ["m1", "m2", "m3", "m5", "m6", "m4", "m7"]
+    assert combined.search("violin", 5) == []
+    assert ids(combined.search("pottery classes", 1, embedder)) == ["m7"]
+    assert ids(combined.search("tent", 5)) == ["m4"]
+    assert combined.missing_vectors() == ["m4"]  # the segment was indexed without vectors
+    # same results as building everything at once (lexically: the same statistics)
+    rebuilt = SearchIndex.build(
+        [d for d in DOCS if d.id != "m4"]
+        + [
+            Doc("m4", "Melanie: we sold the tent, no more camping trips"),
+            Doc("m7", "Caroline: I started pottery classes"),
+        ]
+    )
+    for query in [*QUERIES, "tent camping", "pottery"]:
+        assert combined.search(query, 7) == rebuilt.search(query, 7)
+    assert SearchIndex.combine([]).ids == [] and SearchIndex.combine([snapshot]) is snapshot
+
+
+def test_combine_does_not_retokenize(monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = [SearchIndex.build(DOCS[:4]), SearchIndex.build(DOCS[3:])]
+
+    def no_tokenize(text: str) -> list[str]:
+        raise AssertionError("combine must not tokenize")
+
+    monkeypatch.setattr(index_module, "tokenize", no_tokenize)
+    combined = SearchIndex.combine(parts)
+    assert combined.ids == [d.id for d in DOCS]
+
+
+def test_combine_of_another_model_drops_those_vectors(caplog: pytest.LogCaptureFixture) -> None:
+    class OtherEmbedder(HashEmbedder):
+        name = "other"
+
+    old = SearchIndex.build(DOCS[:3], OtherEmbedder())
+    new = SearchIndex.build(DOCS[3:], HashEmbedder())
+    with caplog.at_level(logging.WARNING):
+        combined = SearchIndex.combine([old, new])
+    assert combined.model == "hash" and combined.missing_vectors() == ["m1", "m2", "m3"]
+    assert "lose their vectors" in caplog.text
+
+
+def test_without_removes_ids() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    smaller = index.without({"m3", "unknown"})
+    assert len(smaller) == 5 and "m3" not in smaller.ids and "m3" in index.ids
+    assert "m3" not in ids(smaller.search("Caroline adoption agencies", 6, embedder))
+    assert ids(index.search("adoption agencies", 1)) == ["m3"]
+    assert index.without(set()) is index
+    assert SearchIndex.from_bytes(smaller.to_bytes()).search("kids", 6, embedder) == smaller.search("kids", 6, embedder)
+
+
+def test_exclude_skips_ids() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    assert ids(index.search("Caroline", 6))[:1] != []
+    for use in (None, embedder):
+        results = ids(index.search("Caroline went kids", 6, use, exclude=frozenset({"m1", "m4"})))
+        assert results and "m1" not in results and "m4" not in results
+    assert index.search("adoption", 5, exclude=frozenset({"m3"})) == []
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Degradation
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_failing_embedder_degrades_to_lexical(caplog: pytest.LogCaptureFixture) -> None:
+    embedder = BrokenEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    assert index.model == "hash"
+    with caplog.at_level(logging.WARNING, logger="agent_memory.search.index"):
+        results = index.search("adoption agencies", 3, embedder)
+    assert results == index.search("adoption agencies", 3)
+    assert ids(results) == ["m3"]
+    assert "could not embed the query" in caplog.text and "throttled" in caplog.text
+
+
+def test_embedder_raising_anything_degrades(caplog: pytest.LogCaptureFixture) -> None:
+    class Crashing(HashEmbedder):
+        def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+            if self.calls:
+                raise RuntimeError("segfault-ish")
+            return super().embed(texts)
+
+    embedder = Crashing()
+    index = SearchIndex.build(DOCS, embedder)
+    with caplog.at_level(logging.WARNING):
+        assert ids(index.search("charity race", 2, embedder)) == ["m6"]
+    assert "RuntimeError" in caplog.text
+
+
+def test_no_embedder_for_an_index_with_vectors_degrades(caplog: pytest.LogCaptureFixture) -> None:
+    index = SearchIndex.build(DOCS, HashEmbedder())
+    with caplog.at_level(logging.WARNING):
+        assert ids(index.search("charity race", 2)) == ["m6"]
+    assert "no embedder" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # an index built lexical-only is searched lexically, quietly
+        assert ids(SearchIndex.build(DOCS).search("charity race", 2)) == ["m6"]
+    assert caplog.text == ""
+
+
+def test_index_without_vectors_or_with_another_model_degrades(caplog: pytest.LogCaptureFixture) -> None:
+    lexical_only = SearchIndex.build(DOCS, None)
+    with caplog.at_level(logging.WARNING):
+        assert ids(lexical_only.search("charity race", 2, HashEmbedder())) == ["m6"]
+    assert "no vectors" in caplog.text
+    caplog.clear()
+
+    class Other(HashEmbedder):
+        name = "other"
+
+    index = SearchIndex.build(DOCS, HashEmbedder())
+    with caplog.at_level(logging.WARNING):
+        assert ids(index.search("charity race", 2, Other())) == ["m6"]
+    assert "does not match" in caplog.text
+
+
+def test_build_raises_embedder_error_when_documents_cannot_be_embedded() -> None:
+    class Down(HashEmbedder):
+        def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+            raise ConnectionError("no route")
+
+    with pytest.raises(EmbedderError, match="ConnectionError"):
+        SearchIndex.build(DOCS, Down())
