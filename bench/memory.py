@@ -17,19 +17,71 @@ import os
 import random
 import statistics
 import time
-from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
-WORDS = (
-    "trip flight hotel Lisbon Porto sister brother cat dog allergy peanuts gluten cello piano guitar marathon "
-    "running swimming painting pottery garden tomatoes birthday anniversary wedding job interview promotion "
-    "manager startup python rust recipe lasagna curry sushi museum concert festival camping hiking mountain "
-    "beach ocean sunset coffee tea book novel poetry school university exam thesis doctor dentist insurance"
-).split()
+WORDS = [
+    "trip",
+    "flight",
+    "hotel",
+    "Lisbon",
+    "Porto",
+    "sister",
+    "brother",
+    "cat",
+    "dog",
+    "allergy",
+    "peanuts",
+    "gluten",
+    "cello",
+    "piano",
+    "guitar",
+    "marathon",
+    "running",
+    "swimming",
+    "painting",
+    "pottery",
+    "garden",
+    "tomatoes",
+    "birthday",
+    "anniversary",
+    "wedding",
+    "job",
+    "interview",
+    "promotion",
+    "manager",
+    "startup",
+    "python",
+    "rust",
+    "recipe",
+    "lasagna",
+    "curry",
+    "sushi",
+    "museum",
+    "concert",
+    "festival",
+    "camping",
+    "hiking",
+    "mountain",
+    "beach",
+    "ocean",
+    "sunset",
+    "coffee",
+    "tea",
+    "book",
+    "novel",
+    "poetry",
+    "school",
+    "university",
+    "exam",
+    "thesis",
+    "doctor",
+    "dentist",
+    "insurance",
+]
 
 
 def synthetic(n: int, seed: int = 7) -> list[str]:
@@ -82,9 +134,9 @@ def main() -> None:
             seed_s = time.perf_counter() - started
             store = S3MemoryStore(lambda: clients["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
             service = MemoryService(
-                default_memory_service()._sessions,  # noqa: SLF001 - unused by search
+                default_memory_service()._sessions,
                 store,
-                default_memory_service()._claims,  # noqa: SLF001
+                default_memory_service()._claims,
                 lambda index, query, k: index.search(query, k, embedder=embedder),
             )
             counter = RequestCounter().attach(clients["s3"])

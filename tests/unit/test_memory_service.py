@@ -152,4 +152,3 @@ def test_save_of_a_missing_session_is_404(parts: Any) -> None:
     service, _, _ = parts
     with pytest.raises(SessionNotFound):
         service.save("app", "alice", {"session_id": "ghost"})
-

@@ -9,6 +9,7 @@ that reveals nothing.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any, cast
@@ -20,8 +21,10 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from .errors import InvalidInput, MemoryServiceError
 
-logger = Logger()
-metrics = Metrics()
+# Defaults for when the environment does not name them (the template always does): a metric without a
+# namespace would otherwise fail the request that emits it.
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "agent-memory")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory")
 # Read-only routes emit no application metric; that is expected, not worth a warning per request.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
