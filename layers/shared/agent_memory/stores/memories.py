@@ -31,6 +31,7 @@ from ..errors import Conflict
 logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 8
+MAX_CACHED_PARTS = 64
 MANIFEST = "manifest.json"
 _MAGIC = b"AMEM1"
 
@@ -169,14 +170,20 @@ class S3MemoryStore:
             data = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
             records, index_bytes = decode_part(data)
             part = Part({r.id: r for r in records}, self._load_index(index_bytes))
-            self._parts[key] = part
+            self._remember(key, part)
         return part
 
     def _put_part(self, prefix: str, records: list[MemoryRecord], index: Any) -> str:
         key = f"{prefix}parts/{uuid.uuid4().hex}.mem"
         self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
-        self._parts[key] = Part({r.id: r for r in records}, index)
+        self._remember(key, Part({r.id: r for r in records}, index))
         return key
+
+    def _remember(self, key: str, part: Part) -> None:
+        """Cache an immutable part; a warm container serving many users keeps only the most recent ones."""
+        if len(self._parts) >= MAX_CACHED_PARTS:
+            self._parts.pop(next(iter(self._parts)))
+        self._parts[key] = part
 
     def _delete_object(self, key: str) -> None:
         """Delete every version of ``key`` (the bucket is versioned; forgotten text must not linger)."""
@@ -244,6 +251,8 @@ class S3MemoryStore:
                 cached = None  # a merge replaced a part between our two reads: read the manifest again
                 continue
             if manifest.etag is not None:
+                if len(self._views) >= MAX_CACHED_PARTS:
+                    self._views.pop(next(iter(self._views)))
                 self._views[prefix] = (manifest.etag, combined)
             return combined
         raise Conflict("the memory index kept changing while it was read; retry")
