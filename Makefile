@@ -37,8 +37,9 @@ template: $(STAMP)
 build: $(STAMP)
 	$(BIN)/sam build
 
-bench: $(STAMP)
+bench: $(STAMP)  # the quick ones; see the README for bench.locomo, bench.locomo_service and bench.memory
 	$(BIN)/python -m bench.requests
+	$(BIN)/python -m bench.context
 	$(BIN)/python -m bench.cold_start
 
 lock: $(STAMP)
