@@ -10,12 +10,12 @@ the context reads then go through the real handlers. Counts AWS requests and ite
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
+from bench.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
@@ -59,18 +59,7 @@ def seed(db: Any, app: str, user: str, sid: str, count: int) -> None:
 
 
 def main() -> None:
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "TABLE_NAME": TABLE,
-            "BUCKET_NAME": BUCKET,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    bench_environment(TABLE, BUCKET)
     from local.inprocess import in_process_aws
     from local.server import LocalApi
     from local.template import load_template

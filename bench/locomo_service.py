@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
+from bench.environment import bench_environment
 from bench.locomo import Conversation, evaluate, load_conversations
 
 TABLE = "agent-memory-locomo"
@@ -80,19 +81,7 @@ def ingest_and_search(conversation: Conversation, k: int) -> dict[str, list[str]
 
 
 def main() -> None:
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "TABLE_NAME": TABLE,
-            "BUCKET_NAME": BUCKET,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-    os.environ.setdefault("EMBEDDER", "minilm")
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    bench_environment(TABLE, BUCKET, EMBEDDER=os.environ.get("EMBEDDER", "minilm"))
     conversations = load_conversations()
     started = time.perf_counter()
     answers = [ingest_and_search(c, 10) for c in conversations]

@@ -13,13 +13,13 @@ of 100.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import time
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
+from bench.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
@@ -95,19 +95,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--queries", type=int, default=20)
     args = parser.parse_args()
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "TABLE_NAME": TABLE,
-            "BUCKET_NAME": BUCKET,
-            "EMBEDDER": args.embedder,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
     from agent_memory.search.index import Doc, SearchConfig, SearchIndex
     from agent_memory.service.memories import MemoryService, default_embedder, default_memory_service
     from agent_memory.stores.memories import MemoryRecord, S3MemoryStore

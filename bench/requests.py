@@ -8,11 +8,11 @@ request and per item read).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
+from bench.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
@@ -84,18 +84,7 @@ def run() -> list[tuple[str, int, int, int, int]]:
 
 
 def main() -> None:
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "TABLE_NAME": TABLE,
-            "BUCKET_NAME": BUCKET,
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    bench_environment(TABLE, BUCKET)
     rows = run()
     print("| operation | DynamoDB requests | S3 requests | EventBridge requests | items read |")
     print("|---|---:|---:|---:|---:|")

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from .dynamo import batch_write
+
 STALE_AFTER_S = 300
 # A claim is free when nobody holds it, or when its save died before committing it long enough ago.
 _FREE = "attribute_not_exists(PK) OR (committed = :f AND claimed_at < :stale)"
@@ -81,15 +83,7 @@ class DynamoClaimStore:
         return True
 
     def _batch(self, requests: list[dict[str, Any]]) -> None:
-        for start in range(0, len(requests), 25):
-            request: dict[str, Any] = {self._table: requests[start : start + 25]}
-            delay = 0.05
-            while request:
-                response = self._db.batch_write_item(RequestItems=request)
-                request = response.get("UnprocessedItems") or {}
-                if request:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 1.0)
+        batch_write(self._db, self._table, requests)
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         now = self._clock()

@@ -254,23 +254,14 @@ class DynamoSessionStore:
         }
         while True:
             response = self._db.query(**params)
-            keys = [{"PK": i["PK"], "SK": i["SK"]} for i in response.get("Items", [])]
-            for start in range(0, len(keys), 25):
-                self._batch_delete(keys[start : start + 25])
+            self._batch_delete([{"PK": i["PK"], "SK": i["SK"]} for i in response.get("Items", [])])
             if "LastEvaluatedKey" not in response:
                 break
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         self._blobs.delete_prefix(blob_prefix(key))
 
     def _batch_delete(self, keys: list[dict[str, Any]]) -> None:
-        request: dict[str, Any] = {self._table: [{"DeleteRequest": {"Key": k}} for k in keys]}
-        delay = 0.05
-        while request:
-            response = self._db.batch_write_item(RequestItems=request)
-            request = response.get("UnprocessedItems") or {}
-            if request:
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        batch_write(self._db, self._table, [{"DeleteRequest": {"Key": k}} for k in keys])
 
     # --- events ---------------------------------------------------------------------------------------------
 
@@ -602,6 +593,19 @@ class DynamoSessionStore:
             if limit is not None:
                 params["Limit"] = limit - len(items)
         return items[:limit] if limit is not None else items
+
+
+def batch_write(db: Any, table: str, requests: list[dict[str, Any]]) -> None:
+    """BatchWriteItem in chunks of 25, retrying unprocessed items with backoff."""
+    for start in range(0, len(requests), 25):
+        pending: dict[str, Any] = {table: requests[start : start + 25]}
+        delay = 0.05
+        while pending:
+            response = db.batch_write_item(RequestItems=pending)
+            pending = response.get("UnprocessedItems") or {}
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
 
 def _record_from_item(item: dict[str, Any]) -> SessionRecord:

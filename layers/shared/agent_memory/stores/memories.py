@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import Conflict
+from .s3 import S3BlobStore
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ class S3MemoryStore:
     ) -> None:
         self._client = client
         self._bucket = bucket
+        self._blobs = S3BlobStore(client, bucket)
         self._build_index = build_index
         self._load_index = load_index
         self._combine = combine
@@ -188,14 +190,7 @@ class S3MemoryStore:
     def _delete_object(self, key: str) -> None:
         """Delete every version of ``key`` (the bucket is versioned; forgotten text must not linger)."""
         self._parts.pop(key, None)
-        versions = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
-        doomed = [
-            {"Key": v["Key"], "VersionId": v["VersionId"]}
-            for v in versions.get("Versions", []) + versions.get("DeleteMarkers", [])
-            if v["Key"] == key
-        ]
-        if doomed:
-            self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True})
+        self._blobs.delete_prefix(key)  # part keys are unique and of one length: the prefix is the key
 
     def _combined(self, manifest: Manifest) -> Part:
         parts = [self._load_part(k) for k in manifest.objects()]
@@ -274,16 +269,9 @@ class S3MemoryStore:
     def forget_all(self, app_name: str, user_id: str) -> None:
         prefix = user_prefix(app_name, user_id)
         self._views.pop(prefix, None)
-        paginator = self._s3.get_paginator("list_object_versions")
-        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
-            doomed = [
-                {"Key": v["Key"], "VersionId": v["VersionId"]}
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
-            ]
-            for start in range(0, len(doomed), 1000):
-                self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": doomed[start : start + 1000]})
-                for item in doomed[start : start + 1000]:
-                    self._parts.pop(item["Key"], None)
+        for key in [k for k in self._parts if k.startswith(prefix)]:
+            del self._parts[key]
+        self._blobs.delete_prefix(prefix)
 
     def _update(self, prefix: str, change: Callable[[Manifest], None], merge_when: Callable[[Manifest], bool]) -> None:
         delay = 0.02
