@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .apigw import LambdaContext
-from .template import load_handler, resolve
+from .template import function_events, load_handler, resolve
 
 
 @dataclass(frozen=True)
@@ -30,27 +30,19 @@ class StreamMapping:
 
 
 def stream_mappings(template: dict[str, Any], names: dict[str, str]) -> list[StreamMapping]:
-    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
     found = []
-    for logical_id, resource in template["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = resource["Properties"]
-        for event in props.get("Events", {}).values():
-            if event["Type"] != "DynamoDB":
-                continue
-            p = event["Properties"]
-            filters = (p.get("FilterCriteria") or {}).get("Filters") or []
-            found.append(
-                StreamMapping(
-                    function=logical_id,
-                    code_uri=props["CodeUri"],
-                    handler=props.get("Handler", default_handler),
-                    batch_size=int(resolve(p.get("BatchSize", 100), names)),
-                    window_s=float(resolve(p.get("MaximumBatchingWindowInSeconds", 0), names)),
-                    pattern=json.loads(filters[0]["Pattern"]) if filters else None,
-                )
+    for e in function_events(template, "DynamoDB"):
+        filters = (e.properties.get("FilterCriteria") or {}).get("Filters") or []
+        found.append(
+            StreamMapping(
+                function=e.function,
+                code_uri=e.code_uri,
+                handler=e.handler,
+                batch_size=int(resolve(e.properties.get("BatchSize", 100), names)),
+                window_s=float(resolve(e.properties.get("MaximumBatchingWindowInSeconds", 0), names)),
+                pattern=json.loads(filters[0]["Pattern"]) if filters else None,
             )
+        )
     return found
 
 

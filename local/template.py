@@ -66,26 +66,36 @@ class Route:
         return found.groupdict() if found else None
 
 
+@dataclass(frozen=True)
+class FunctionEvent:
+    """One event source of one function: where its code is and the event's properties."""
+
+    function: str  # logical id
+    code_uri: str
+    handler: str
+    properties: dict[str, Any]
+
+
+def function_events(template: dict[str, Any], event_type: str) -> list[FunctionEvent]:
+    """Every event of ``event_type`` (HttpApi, Schedule, DynamoDB …) of every function in the template."""
+    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
+    return [
+        FunctionEvent(
+            logical_id, r["Properties"]["CodeUri"], r["Properties"].get("Handler", default_handler), e["Properties"]
+        )
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "AWS::Serverless::Function"
+        for e in r["Properties"].get("Events", {}).values()
+        if e["Type"] == event_type
+    ]
+
+
 def routes(template: dict[str, Any]) -> list[Route]:
     """Every HttpApi route of every function, as the template declares it."""
-    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
-    found = []
-    for logical_id, resource in template["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = resource["Properties"]
-        for event in props.get("Events", {}).values():
-            if event["Type"] == "HttpApi":
-                found.append(
-                    Route(
-                        method=event["Properties"]["Method"].upper(),
-                        path=event["Properties"]["Path"],
-                        function=logical_id,
-                        code_uri=props["CodeUri"],
-                        handler=props.get("Handler", default_handler),
-                    )
-                )
-    return found
+    return [
+        Route(e.properties["Method"].upper(), e.properties["Path"], e.function, e.code_uri, e.handler)
+        for e in function_events(template, "HttpApi")
+    ]
 
 
 @dataclass(frozen=True)
@@ -98,23 +108,10 @@ class Schedule:
 
 def schedules(template: dict[str, Any], names: dict[str, str]) -> list[Schedule]:
     """Every Schedule event of every function (``names`` resolves a ``!Ref`` expression)."""
-    default_handler = template.get("Globals", {}).get("Function", {}).get("Handler", "app.lambda_handler")
-    found = []
-    for logical_id, resource in template["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = resource["Properties"]
-        for event in props.get("Events", {}).values():
-            if event["Type"] == "Schedule":
-                found.append(
-                    Schedule(
-                        function=logical_id,
-                        code_uri=props["CodeUri"],
-                        handler=props.get("Handler", default_handler),
-                        expression=resolve(event["Properties"]["Schedule"], names),
-                    )
-                )
-    return found
+    return [
+        Schedule(e.function, e.code_uri, e.handler, resolve(e.properties["Schedule"], names))
+        for e in function_events(template, "Schedule")
+    ]
 
 
 def functions(template: dict[str, Any]) -> list[str]:
