@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
 
 if TYPE_CHECKING:
@@ -261,42 +261,28 @@ class OpenAICompatibleEmbedder:
         self.name = f"openai:{model}"
         self.dim = dim or 0
         self.api_key_provider = api_key_provider
-        self.timeout = timeout
         self.max_retries = max(0, max_retries)
-        self.backoff = backoff
         self.batch_size = max(1, batch_size)
-        self._transport = transport
-        self._client: httpx.Client | None = None
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
-        return self._client
+        self._endpoint = JsonEndpoint(
+            self.url,
+            what="embedder",
+            error=EmbedderError,
+            api_key_provider=api_key_provider,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            transport=transport,
+        )
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key_provider is not None:
-            try:
-                key = self.api_key_provider()
-            except Exception as exc:
-                raise EmbedderError(f"could not read the embedder API key: {type(exc).__name__}") from exc
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-        return headers
+        self._endpoint.close()
 
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
 
         if not texts:
             return _empty(self.dim)
-        headers = self._headers()
+        headers = self._endpoint.headers()
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             rows.extend(self._post(texts[start : start + self.batch_size], headers))
@@ -310,28 +296,8 @@ class OpenAICompatibleEmbedder:
         return normalize_rows(np.asarray(rows, dtype=np.float32))
 
     def _post(self, batch: list[str], headers: dict[str, str]) -> list[list[float]]:
-        import httpx
-
-        body = {"model": self.model, "input": batch}
-        last_error = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._http().post(self.url, json=body, headers=headers)
-            except httpx.UnsupportedProtocol as exc:
-                raise EmbedderError(f"embedder endpoint {self.url!r} is not usable: {exc}") from exc
-            except httpx.TransportError as exc:  # timeouts, connection and protocol errors
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            status = response.status_code
-            if status in (408, 429) or status >= 500:
-                last_error = f"HTTP {status}: {response.text[:200]}"
-                continue
-            if status >= 400:
-                raise EmbedderError(f"embedder endpoint answered HTTP {status}: {response.text[:200]}")
-            return self._vectors(response, len(batch))
-        raise EmbedderError(f"embedder failed after {self.max_retries + 1} attempt(s): {last_error}")
+        response = self._endpoint.post({"model": self.model, "input": batch}, headers)
+        return self._vectors(response, len(batch))
 
     @staticmethod
     def _vectors(response: httpx.Response, expected: int) -> list[list[float]]:

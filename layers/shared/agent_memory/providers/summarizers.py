@@ -8,11 +8,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, Summarizer, SummarizerError, Turn
 from agent_memory.providers.prompt import build_prompt, validate_prompt_template
 
@@ -279,66 +279,31 @@ class OpenAICompatibleSummarizer:
         self.model = model
         self.api_key_provider = api_key_provider
         self.prompt_template = validate_prompt_template(prompt_template)
-        self.timeout = timeout
         self.max_retries = max(0, max_retries)
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.backoff = backoff
-        self._transport = transport
-        self._client: httpx.Client | None = None
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(timeout=self.timeout, transport=self._transport)
-        return self._client
+        self._endpoint = JsonEndpoint(
+            self.url,
+            what="summarizer",
+            error=SummarizerError,
+            api_key_provider=api_key_provider,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            transport=transport,
+        )
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key_provider is not None:
-            try:
-                key = self.api_key_provider()
-            except Exception as exc:
-                raise SummarizerError(f"could not read the summarizer API key: {type(exc).__name__}") from exc
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-        return headers
+        self._endpoint.close()
 
     def summarize(self, turns: list[Turn], previous_summary: str | None) -> str:
-        import httpx
-
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": build_prompt(self.prompt_template, turns, previous_summary)}],
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
-        headers = self._headers()
-        last_error = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._http().post(self.url, json=body, headers=headers)
-            except httpx.UnsupportedProtocol as exc:
-                raise SummarizerError(f"summarizer endpoint {self.url!r} is not usable: {exc}") from exc
-            except httpx.TransportError as exc:  # timeouts, connection and protocol errors
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            status = response.status_code
-            if status == 429 or status == 408 or status >= 500:
-                last_error = f"HTTP {status}: {response.text[:200]}"
-                continue
-            if status >= 400:
-                raise SummarizerError(f"summarizer endpoint answered HTTP {status}: {response.text[:200]}")
-            return self._content(response)
-        raise SummarizerError(f"summarizer failed after {self.max_retries + 1} attempt(s): {last_error}")
+        return self._content(self._endpoint.post(body, self._endpoint.headers()))
 
     @staticmethod
     def _content(response: httpx.Response) -> str:
