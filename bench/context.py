@@ -66,9 +66,7 @@ def main() -> None:
 
     api = LocalApi(load_template())
 
-    def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        status, _, payload = api.handle(method, path, {}, None if body is None else json.dumps(body).encode())
-        return status, json.loads(payload) if payload else None
+    call = api.call
 
     rows: list[tuple[str, int, int, int, int]] = []
     with in_process_aws(TABLE, BUCKET) as clients:

@@ -23,16 +23,13 @@ def _event(text: str, **extra: Any) -> dict[str, Any]:
 
 
 def run() -> list[tuple[str, int, int, int, int]]:
-    import json
 
     from local.server import LocalApi
     from local.template import load_template
 
     api = LocalApi(load_template())
 
-    def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        status, _, payload = api.handle(method, path, {}, None if body is None else json.dumps(body).encode())
-        return status, json.loads(payload) if payload else None
+    call = api.call
 
     from local.inprocess import in_process_aws
 

@@ -66,6 +66,11 @@ class LocalApi:
         message = json.dumps({"error": {"code": code, "message": f"no route for {method} {path}"}}).encode()
         return status, {"content-type": "application/json"}, message
 
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One JSON request without HTTP (benchmarks): the status and the parsed body (None when empty)."""
+        status, _, payload = self.handle(method, path, {}, None if body is None else json.dumps(body).encode())
+        return status, json.loads(payload) if payload else None
+
     def invoke(
         self,
         route: Route,

@@ -152,3 +152,19 @@ def test_save_of_a_missing_session_is_404(parts: Any) -> None:
     service, _, _ = parts
     with pytest.raises(SessionNotFound):
         service.save("app", "alice", {"session_id": "ghost"})
+
+
+@pytest.mark.parametrize("body", [None, [], {"query": "x", "limit": 3}])
+def test_search_body_must_be_query_and_top_k(parts: Any, body: Any) -> None:
+    service, _, _ = parts
+    with pytest.raises(UnprocessableInput) as err:
+        service.search_body("app", "alice", body)
+    assert err.value.field == "body"
+
+
+def test_search_body_answers_what_search_does(parts: Any) -> None:
+    service, _, _ = parts
+    service.add_texts("app", "alice", [{"text": "plays the oboe"}, {"text": "grows basil"}])
+    assert service.search_body("app", "alice", {"query": "oboe", "top_k": 1}) == service.search(
+        "app", "alice", "oboe", 1
+    )

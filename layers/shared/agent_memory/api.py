@@ -75,8 +75,6 @@ def create_app() -> APIGatewayHttpResolver:
 
     @app.exception_handler(MemoryServiceError)
     def _domain(exc: MemoryServiceError) -> Response[str]:
-        if exc.status >= 500:  # pragma: no cover - no domain error is a server error today
-            logger.exception("domain error")
         return json_response(exc.status, exc.to_body())
 
     @app.exception_handler(RequestValidationError)

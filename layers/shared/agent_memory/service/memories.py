@@ -226,6 +226,12 @@ class MemoryService:
         hits = self._search(view.index, query, top_k)
         return {"memories": [memory_entry(view.records[i], s) for i, s in hits if i in view.records][:top_k]}
 
+    def search_body(self, app_name: str, user_id: str, body: Any) -> dict[str, Any]:
+        """Search from a JSON body ``{query, top_k?}`` (the POST form of the search route)."""
+        if not isinstance(body, dict) or set(body) - {"query", "top_k"}:
+            raise UnprocessableInput("body must be {query, top_k?}", field="body")
+        return self.search(app_name, user_id, body.get("query"), body.get("top_k"))
+
     def forget(self, app_name: str, user_id: str, memory_id: str) -> None:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
