@@ -19,7 +19,8 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
 
-from .errors import InvalidInput, MemoryServiceError
+from .aws import capacity_error
+from .errors import InvalidInput, MemoryServiceError, ServiceUnavailable
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -46,6 +47,12 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     if field is not None:
         error["field"] = field
     return json_response(status, {"error": error})
+
+
+def domain_error_response(exc: MemoryServiceError) -> Response[str]:
+    """A domain error as its JSON response; a 503 says when to retry."""
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ServiceUnavailable) else None
+    return json_response(exc.status, exc.to_body(), headers)
 
 
 def json_body(app: APIGatewayHttpResolver) -> Any:
@@ -75,7 +82,7 @@ def create_app() -> APIGatewayHttpResolver:
 
     @app.exception_handler(MemoryServiceError)
     def _domain(exc: MemoryServiceError) -> Response[str]:
-        return json_response(exc.status, exc.to_body())
+        return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     def _validation(exc: RequestValidationError) -> Response[str]:
@@ -89,6 +96,10 @@ def create_app() -> APIGatewayHttpResolver:
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response[str]:
+        unavailable = capacity_error(exc)
+        if unavailable is not None:
+            logger.warning("AWS capacity or transport fault", extra={"error": repr(exc)})
+            return domain_error_response(unavailable)
         logger.exception("unhandled error")
         return error_response(500, "internal_error", "internal error; the request id is in the logs")
 

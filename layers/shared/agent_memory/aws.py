@@ -1,8 +1,13 @@
-"""Cached boto3 client factories.
+"""Cached boto3 client factories, and the time budget every AWS call works within.
 
 Clients are built on first use (not at import, which would slow every cold start and pin the endpoint) and
 cached per service; ``reset_clients()`` clears the cache so tests can point them at another endpoint.
 boto3 honours ``AWS_ENDPOINT_URL``, which is how ``make run`` points everything at the local moto server.
+
+Budget: an API function stops at 29 s (API Gateway's integration limit is 30 s). botocore retries a throttle
+or a transport error at most twice (standard mode: up to 1 s, then 2 s of jittered backoff) with short
+timeouts, so one call gives up after a few seconds; the stores' own retry loops (a lost race, a cancelled
+transaction) stop at ``WRITE_BUDGET_S``. What is still failing then is answered 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -10,16 +15,69 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .errors import ServiceUnavailable
+
+# The stores' own retry loops give up after this long (well inside the 29 s function timeout, leaving room
+# for the botocore retries of the last attempt).
+WRITE_BUDGET_S = 12.0
+
+# Error codes that mean "not now" rather than "not ever": capacity, throttling, transient service faults.
+CAPACITY_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottlingError",
+        "ProvisionedThroughputExceededException",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "TransactionConflict",
+        "TransactionInProgressException",
+        "TransactionCanceledException",
+        "InternalServerError",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "SlowDown",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "LimitExceededException",
+    }
+)
+
 
 @functools.cache
 def client(service: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10)
+    config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
     return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
 
 
 def reset_clients() -> None:
     """Forget every cached client (tests call this after changing the endpoint or credentials)."""
     client.cache_clear()
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ClientError (None for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return str(code) if code is not None else None
+
+
+def capacity_error(exc: BaseException) -> ServiceUnavailable | None:
+    """``exc`` as a 503 when it is a capacity, throttling or transport fault that a later retry can clear."""
+    from botocore.exceptions import ClientError, HTTPClientError
+
+    if isinstance(exc, HTTPClientError):  # connect/read timeouts, closed connections, unreachable endpoint
+        return ServiceUnavailable(f"an AWS call failed in transport ({type(exc).__name__}); retry", retry_after=1)
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in CAPACITY_CODES or status >= 500:
+            return ServiceUnavailable(f"AWS is busy ({code}); retry", retry_after=1)
+    return None

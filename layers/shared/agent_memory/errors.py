@@ -60,3 +60,24 @@ class Conflict(MemoryServiceError):
 class PayloadTooLarge(MemoryServiceError):
     status = 413
     code = "payload_too_large"
+
+
+class EventIdConflict(MemoryServiceError):
+    """An event id that is stored already, sent again with a different body."""
+
+    status = 409
+    code = "event_id_conflict"
+
+
+class ServiceUnavailable(MemoryServiceError):
+    """AWS kept throttling, cancelling or timing out within the request's time budget: retry later.
+
+    Answered 503 with ``Retry-After``; nothing partial is left behind (the write paths guarantee it).
+    """
+
+    status = 503
+    code = "service_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 1, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after

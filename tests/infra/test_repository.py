@@ -1,0 +1,36 @@
+"""What the repository tracks: a fresh clone must work on a machine that has never seen the project."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tracked() -> list[tuple[str, str]]:
+    """(mode, path) of every tracked file."""
+    out = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return [(line.split()[0], line.split("\t", 1)[1]) for line in out.splitlines()]
+
+
+def test_no_symlink_is_tracked() -> None:
+    links = [path for mode, path in _tracked() if mode == "120000"]
+    assert links == [], f"tracked symlinks break a fresh clone: {links}"
+
+
+def test_no_virtual_environment_or_cache_is_tracked() -> None:
+    bad = [
+        path
+        for _, path in _tracked()
+        if any(part in {".venv", "venv", "site-packages", "__pycache__", ".aws-sam"} for part in Path(path).parts)
+        or path.endswith("pyvenv.cfg")
+    ]
+    assert bad == [], f"generated files are tracked: {bad[:5]}"
+
+
+def test_the_virtual_environment_is_ignored_as_file_or_folder() -> None:
+    # `.venv/` matches folders only: a `.venv` symlink (as an earlier commit had) would not be ignored.
+    for probe in (".venv", ".venv/bin/python"):
+        result = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
+        assert result.returncode == 0, f"{probe} is not ignored"
