@@ -266,11 +266,14 @@ class SessionService:
             event.id = str(uuid.uuid4())
         else:
             validate_identifier(event.id, f"{prefix}.id" if prefix else "id", UnprocessableInput)
+        filled = event.timestamp is None
         if event.timestamp is None:
             event.timestamp = self._clock()
         delta = event.actions.state_delta
         event.actions.state_delta = strip_temp(delta)
-        return NewEvent(id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta))
+        return NewEvent(
+            id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta), timestamp_filled=filled
+        )
 
 
 @functools.cache

@@ -41,6 +41,9 @@ class NewEvent:
     timestamp: float
     body: dict[str, Any]
     delta: ScopedDelta
+    # The server filled in the timestamp: a resend of the same event carries another one, so comparing a
+    # resend with the stored event ignores it (an id reused with a different body is a conflict).
+    timestamp_filled: bool = False
 
 
 @dataclass
