@@ -1,4 +1,7 @@
-"""GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context: the messages to send a model next."""
+"""GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context: the messages to send a model next.
+
+A context whose response would pass the response cap answers 413 ``response_too_large`` naming ``max_chars``.
+"""
 
 from typing import Annotated
 
@@ -34,7 +37,13 @@ def get_context(
         start_with_user=start_with_user,
         include_summary=include_summary,
     )
-    return json_response(200, default_context_service().get_context(app_name, user_id, session_id, options))
+    context = default_context_service().get_context(app_name, user_id, session_id, options)
+    return json_response(
+        200,
+        context,
+        too_large_field="max_chars",
+        too_large_hint="pass max_chars or max_tokens to bound the context",
+    )
 
 
 lambda_handler = lambda_entry(app)

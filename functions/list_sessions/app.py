@@ -1,4 +1,8 @@
-"""GET /apps/{app_name}/users/{user_id}/sessions: one page of the user's sessions, without events."""
+"""GET /apps/{app_name}/users/{user_id}/sessions: one page of the user's sessions, without events.
+
+A page holds at most ``limit`` sessions (1-100, default 20), fewer when their state would pass the response cap;
+``next_token`` continues it.
+"""
 
 from typing import Annotated
 

@@ -21,6 +21,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from .aws import capacity_error
 from .errors import InvalidInput, MemoryServiceError, ServiceUnavailable
+from .jsonio import RESPONSE_CAP, dumps, wire_size
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -32,14 +33,26 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 JSON = "application/json"
 
 
-def json_response(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Response[str]:
-    """A JSON response (None body: no content)."""
-    return Response(
-        status_code=status,
-        content_type=JSON,
-        body="" if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-        headers=headers,
-    )
+def json_response(
+    status: int,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    *,
+    too_large_field: str | None = None,
+    too_large_hint: str = "",
+) -> Response[str]:
+    """A JSON response (None body: no content). Stored JSON kept verbatim (``jsonio.RawJSON``) is spliced in.
+
+    The last guard before Lambda: a body past ``jsonio.RESPONSE_CAP`` (as Lambda carries it) answers 413
+    ``response_too_large`` instead of a response Lambda would refuse; ``too_large_field`` / ``too_large_hint``
+    name the parameter that makes the answer smaller.
+    """
+    text = "" if body is None else dumps(body)
+    if text and wire_size(text) > RESPONSE_CAP:
+        logger.warning("response over the cap; answered 413", extra={"bytes": wire_size(text), "status": status})
+        message = f"the response would take more than {RESPONSE_CAP} bytes; {too_large_hint or 'ask for less'}"
+        return error_response(413, "response_too_large", message, too_large_field)
+    return Response(status_code=status, content_type=JSON, body=text, headers=headers)
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None) -> Response[str]:

@@ -137,7 +137,12 @@ class Event(_AdkModel):
 
 
 class Session(BaseModel):
-    """A session as the API returns it."""
+    """A session as the API returns it.
+
+    Built from storage with ``model_construct`` (no validation) and dumped by hand (no pydantic serialisation):
+    state and events are stored JSON, which may hold values pydantic cannot recurse through (older data, nested
+    past any bound) and ``jsonio.RawJSON`` kept for verbatim output; a read must never fail on them.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -151,9 +156,19 @@ class Session(BaseModel):
     version: int = 0
 
     def dump(self, *, with_events: bool = True) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
+        """The session's JSON form as plain dicts (the values themselves are not copied)."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "state": self.state,
+            "events": self.events,
+            "create_time": self.create_time,
+            "last_update_time": self.last_update_time,
+            "version": self.version,
+        }
         if not with_events:
-            data.pop("events")
+            del data["events"]
         return data
 
 

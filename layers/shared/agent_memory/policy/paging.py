@@ -1,8 +1,14 @@
-"""Opaque page tokens for listing sessions.
+"""Opaque page tokens: for listing sessions, and for reading a session's events.
 
-A token names the last session id of the page and is bound to the (app, user) it was issued for: a malformed
-token, or one issued for another listing, is rejected with 400. The key that starts the next page is always
-built from the request's own app and user, so even a hand-made token can never reach another user's sessions.
+A listing token names the last session id of the page and is bound to the (app, user) it was issued for: a
+malformed token, or one issued for another listing, is rejected with 400. The key that starts the next page is
+always built from the request's own app and user, so even a hand-made token can never reach another user's
+sessions.
+
+An events token names the last seq of the page and the window being paged (its last seq, and the filters of the
+first request), bound to the session *and its incarnation* (its create time): a token of a deleted session is
+rejected by the session re-created under the same id. Events are always read from the session of the request's
+path, so a hand-made token can only move within the caller's own session.
 """
 
 from __future__ import annotations
@@ -10,6 +16,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
+from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from ..errors import InvalidInput
 from .identifiers import validate_identifier
@@ -42,3 +51,63 @@ def decode_page_token(app_name: str, user_id: str, token: str) -> str:
         return validate_identifier(data.get("after"), "next_token")
     except InvalidInput as exc:
         raise bad from exc
+
+
+@dataclass(frozen=True)
+class EventCursor:
+    """Where the next page of a session's events starts, and the window it pages through."""
+
+    after_seq: int  # the last seq already returned
+    until_seq: int  # the window's last seq (the session's last seq when the first page was read)
+    after_timestamp: float | None  # the first request's filters, kept for the pages after it
+    num_recent: int | None
+
+
+def _event_scope_tag(app_name: str, user_id: str, session_id: str, incarnation: float) -> str:
+    raw = f"{app_name}\x00{user_id}\x00{session_id}\x00{incarnation!r}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def encode_event_token(app_name: str, user_id: str, session_id: str, incarnation: float, cursor: EventCursor) -> str:
+    """A token for the page after ``cursor.after_seq``; ``incarnation`` is the session's create time."""
+    data = {
+        "v": 1,
+        "k": "events",
+        "after": cursor.after_seq,
+        "until": cursor.until_seq,
+        "ts": cursor.after_timestamp,
+        "n": cursor.num_recent,
+        "scope": _event_scope_tag(app_name, user_id, session_id, incarnation),
+    }
+    raw = json.dumps(data, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    return type(value) is int and 0 <= value < 2**62
+
+
+def decode_event_token(app_name: str, user_id: str, session_id: str, incarnation: float, token: str) -> EventCursor:
+    """The cursor a token holds; InvalidInput naming ``next_token`` for anything not issued for this session."""
+    bad = InvalidInput("next_token is malformed or was not issued for this session", field="next_token")
+    if not token or len(token) > 1024:
+        raise bad
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad from exc
+    if not isinstance(data, dict) or data.get("v") != 1 or type(data.get("v")) is not int or data.get("k") != "events":
+        raise bad
+    if data.get("scope") != _event_scope_tag(app_name, user_id, session_id, incarnation):
+        raise bad
+    after, until, ts, n = data.get("after"), data.get("until"), data.get("ts"), data.get("n")
+    if not (_whole(after) and _whole(until)) or after > until:
+        raise bad
+    if ts is not None and (type(ts) not in (int, float) or not math.isfinite(ts)):
+        raise bad
+    if n is not None and not _whole(n):
+        raise bad
+    return EventCursor(
+        after_seq=int(after), until_seq=int(until), after_timestamp=None if ts is None else float(ts), num_recent=n
+    )

@@ -15,9 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session, chat_message_to_event, is_chat_message
 from ..policy.identifiers import validate_identifier
-from ..policy.paging import decode_page_token, encode_page_token
+from ..policy.paging import EventCursor, decode_event_token, decode_page_token, encode_event_token, encode_page_token
 from ..policy.state import merged_state, split_delta, strip_temp
 from ..stores.ports import (
     EventPublisher,
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 MAX_BATCH = 100
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
+MAX_EVENT_PAGE = 1000
 
 
 @dataclass
@@ -123,7 +125,8 @@ class SessionService:
 
     @staticmethod
     def _session(record: SessionRecord, events: list[dict[str, Any]] | None = None) -> Session:
-        return Session(
+        # No validation: what is stored reads as stored (see models.Session).
+        return Session.model_construct(
             id=record.session_id,
             app_name=record.app_name,
             user_id=record.user_id,
@@ -187,20 +190,71 @@ class SessionService:
         session_id: str,
         num_recent_events: int | None = None,
         after_timestamp: str | float | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
     ) -> dict[str, Any]:
+        """The session with one page of its events, oldest first, and ``next_token`` (null on the last page).
+
+        The events are those at or after ``after_timestamp``, of them the newest ``num_recent_events``; ``limit``
+        cuts them into pages (1 to MAX_EVENT_PAGE). Whatever the parameters, a page stops before its response
+        would pass ``jsonio.RESPONSE_CAP``: a client that sends no paging parameter gets the first page that
+        fits and a ``next_token``. Pages after the first page through the same window (the events up to the
+        session's last seq when the first page was read) with the same filters; repeating ``num_recent_events``
+        or ``after_timestamp`` with ``next_token`` is allowed if they are the first request's.
+        """
         key = self._key(app_name, user_id, session_id)
         if num_recent_events is not None and num_recent_events < 0:
             raise InvalidInput("num_recent_events must be 0 or more", field="num_recent_events")
+        if limit is not None and not 1 <= limit <= MAX_EVENT_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_EVENT_PAGE}", field="limit")
         after = parse_timestamp(after_timestamp, "after_timestamp")
         record = self.store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)
-        events = self.store.read_events(key, EventQuery(num_recent=num_recent_events, after_timestamp=after))
-        return self._session(record, events).dump()
+        if next_token is None:
+            cursor = EventCursor(after_seq=0, until_seq=record.last_seq, after_timestamp=after, num_recent=None)
+            num_recent = num_recent_events
+        else:
+            cursor = decode_event_token(app_name, user_id, session_id, record.create_time, next_token)
+            if (after is not None and after != cursor.after_timestamp) or (
+                num_recent_events is not None and num_recent_events != cursor.num_recent
+            ):
+                raise InvalidInput(
+                    "next_token was issued for other num_recent_events or after_timestamp", field="next_token"
+                )
+            num_recent = None  # the window's start is behind us
+        query = EventQuery(
+            num_recent=num_recent,
+            after_timestamp=cursor.after_timestamp,
+            after_seq=cursor.after_seq or None,
+            up_to_seq=cursor.until_seq,
+            # One more than the page: tells whether more remain without another read.
+            limit=None if limit is None else limit + 1,
+            max_bytes=RESPONSE_CAP,
+            verbatim=True,
+        )
+        events = self.store.read_events(key, query)
+        data = self._session(record).dump()
+        # The room the session's fields, the separators and the longest token leave for the page's events.
+        room = RESPONSE_CAP - wire_size(dumps(data | {"next_token": "x" * 400}))
+        page, more = _fit(events, limit, room)
+        data["events"] = page
+        data["next_token"] = None
+        if more and page:
+            last = EventCursor(
+                after_seq=int(page[-1]["seq"]),
+                until_seq=cursor.until_seq,
+                after_timestamp=cursor.after_timestamp,
+                num_recent=num_recent_events if next_token is None else cursor.num_recent,
+            )
+            data["next_token"] = encode_event_token(app_name, user_id, session_id, record.create_time, last)
+        return data
 
     def list_sessions(
         self, app_name: str, user_id: str, limit: int | None = None, next_token: str | None = None
     ) -> dict[str, Any]:
+        """One page of the user's sessions (without events), cut short before the response would pass
+        ``jsonio.RESPONSE_CAP``; ``next_token`` is null on the last page."""
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
         limit = DEFAULT_PAGE if limit is None else limit
@@ -208,8 +262,17 @@ class SessionService:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")
         start_after = None if next_token is None else decode_page_token(app_name, user_id, next_token)
         records, last = self.store.list_sessions(app_name, user_id, limit, start_after)
+        room = RESPONSE_CAP - wire_size(dumps({"sessions": [], "next_token": "x" * 400}))
+        sessions: list[dict[str, Any]] = []
+        for record in records:
+            session = self._session(record).dump(with_events=False)
+            room -= wire_size(dumps(session)) - 1  # its JSON escaped, and a separator
+            if room < 0 and sessions:
+                last = sessions[-1]["id"]
+                break
+            sessions.append(session)
         return {
-            "sessions": [self._session(r).dump(with_events=False) for r in records],
+            "sessions": sessions,
             "next_token": None if last is None else encode_page_token(app_name, user_id, last),
         }
 
@@ -274,6 +337,43 @@ class SessionService:
         return NewEvent(
             id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta), timestamp_filled=filled
         )
+
+
+def _fit(events: list[dict[str, Any]], limit: int | None, room: int) -> tuple[list[dict[str, Any]], bool]:
+    """The page: the first events that fit ``room`` bytes (and ``limit``), and whether more remain.
+
+    ``events`` were read with ``limit + 1`` and ``max_bytes=RESPONSE_CAP`` (measured alike, by
+    ``jsonio.event_size``): more remain when the read went past the page, or stopped on size. An event too
+    large for any response is answered as a marker (``error_code`` ``event_too_large``) so the rest stays readable.
+    """
+    page: list[dict[str, Any]] = []
+    total = 0
+    for event in events:
+        size = event_size(event)
+        total += size
+        if limit is not None and len(page) == limit:
+            return page, True
+        if size > room:
+            if page:
+                return page, True
+            event = _too_large_marker(event, size)
+            size = event_size(event)
+        page.append(event)
+        room -= size
+    return page, total >= RESPONSE_CAP
+
+
+def _too_large_marker(event: dict[str, Any], size: int) -> dict[str, Any]:
+    logger.warning("event too large for any response; answered as a marker", extra={"event_id": event.get("id")})
+    return {
+        "id": event.get("id") if isinstance(event.get("id"), str) else "",
+        "invocation_id": event.get("invocation_id") if isinstance(event.get("invocation_id"), str) else "",
+        "author": event.get("author") if isinstance(event.get("author"), str) else "agent_memory",
+        "timestamp": event.get("timestamp"),
+        "error_code": "event_too_large",
+        "error_message": f"the event takes {size} bytes, more than a response can carry ({RESPONSE_CAP})",
+        "seq": event.get("seq"),
+    }
 
 
 @functools.cache

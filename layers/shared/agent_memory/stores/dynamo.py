@@ -13,6 +13,11 @@ Keying events by id makes the id unique within the session, and the conditional 
 counters together or not at all. State keys are stored as top-level attributes ``st:{key}`` holding JSON text, so
 an update can set a key whether or not the item exists and values keep their JSON types exactly.
 Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
+
+Reads never fail on what is stored (data of older versions, or written by anyone holding the table): JSON is
+decoded by ``jsonio.load_stored`` (any depth, any number); a state key whose value does not read is left out
+with a warning; an event whose body does not read (or whose S3 payload is gone) reads as a marker event with
+``error_code`` ``unreadable_event``; times outside what a datetime holds are clamped into it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..aws import error_code
 from ..errors import Conflict, PayloadTooLarge, PreconditionFailed, SessionNotFound
+from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp
 from ..policy.state import ScopedDelta
 from .ports import AppendResult, BlobStore, EventQuery, NewEvent, SessionKey, SessionRecord
 
@@ -43,6 +50,8 @@ _RETRYABLE_CODES = {"None", "ConditionalCheckFailed", "TransactionConflict", "Th
 
 
 DUE_SHARDS = 8
+# Above any seq a session reaches; the upper bound of an open seq range.
+_MAX_SEQ = 2**62
 
 
 class _Duplicates(list[dict[str, Any]]):
@@ -97,11 +106,23 @@ def _n(value: float | int) -> dict[str, str]:
 
 
 def _state_from_item(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        name[len(STATE_ATTR_PREFIX) :]: json.loads(value["S"])
-        for name, value in item.items()
-        if name.startswith(STATE_ATTR_PREFIX)
-    }
+    """The ``st:`` attributes of an item as state; a value that does not read is left out (logged), never fatal.
+
+    Values come back verbatim (``RawJSON`` past ``jsonio.MAX_DEPTH``): state only ever goes into responses.
+    """
+    state: dict[str, Any] = {}
+    for name, value in item.items():
+        if not name.startswith(STATE_ATTR_PREFIX):
+            continue
+        try:
+            text = value["S"]
+            state[name[len(STATE_ATTR_PREFIX) :]] = load_stored(text, verbatim=True)
+        except (KeyError, TypeError, Unreadable) as exc:
+            logger.warning(
+                "stored state value does not read; left out",
+                extra={"pk": item.get("PK", {}).get("S"), "attribute": name, "error": str(exc)[:200]},
+            )
+    return state
 
 
 class _Update:
@@ -499,56 +520,123 @@ class DynamoSessionStore:
             raise
         return stored
 
-    def event_from_item(self, item: dict[str, Any]) -> dict[str, Any]:
-        """An event item (as a Query or a stream record holds it) as event JSON, its body read from S3 if offloaded."""
-        if "blob" in item:
-            body = json.loads(self._blobs.get(item["blob"]["S"]))
-        else:
-            body = json.loads(item["body"]["S"])
-        body["seq"] = int(item["seq"]["N"])
-        return dict(body)
+    def event_from_item(self, item: dict[str, Any], *, verbatim: bool = False) -> dict[str, Any]:
+        """An event item (as a Query or a stream record holds it) as event JSON, its body read from S3 if offloaded.
+
+        Never fails on what is stored (see the module): an unreadable body or a missing payload gives a marker
+        event; the time is one a datetime holds. S3 faults (throttling, 5xx) still raise.
+        """
+        try:
+            if "blob" in item:
+                data: str | bytes = self._blobs.get(item["blob"]["S"])
+            else:
+                data = item["body"]["S"]
+            body = load_stored(data, verbatim=verbatim)
+            if not isinstance(body, dict):
+                raise Unreadable(f"a JSON {type(body).__name__}, not an object")
+        except (Unreadable, KeyError, TypeError) as exc:
+            return self._unreadable(item, exc)
+        except Exception as exc:
+            if error_code(exc) not in ("NoSuchKey", "404"):
+                raise
+            return self._unreadable(item, exc)
+        body["seq"] = _whole(item, "seq")
+        if not isinstance(body.get("id"), str):
+            body["id"] = _unreadable_event(item, "")["id"]
+        body["timestamp"] = readable_timestamp(body.get("timestamp"), readable_timestamp(_number(item, "ts")))
+        return body
+
+    @staticmethod
+    def _unreadable(item: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+        marker = _unreadable_event(item, type(exc).__name__)
+        logger.warning(
+            "stored event does not read; answered as a marker event",
+            extra={"pk": item.get("PK", {}).get("S"), "event_id": marker["id"], "error": str(exc)[:200]},
+        )
+        return marker
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
-        if query.num_recent == 0:
+        if query.num_recent == 0 or query.limit == 0:
             return []
-        params: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
-        if query.after_seq is not None or query.up_to_seq is not None:
-            low = (query.after_seq or 0) + 1
-            high = query.up_to_seq if query.up_to_seq is not None else 2**62
-            params |= {
-                "IndexName": "by_seq",
-                "KeyConditionExpression": "PK = :pk AND seq BETWEEN :low AND :high",
-                "ExpressionAttributeValues": {":pk": _s(events_pk(key)), ":low": _n(low), ":high": _n(high)},
-            }
-            if query.num_recent is not None:
-                params |= {"ScanIndexForward": False, "Limit": query.num_recent}
-            items = self._query_all(params, query.num_recent)
-            if query.num_recent is not None:
-                items.reverse()
-        elif query.after_timestamp is not None:
-            params |= {
-                "IndexName": "by_ts",
-                "KeyConditionExpression": "PK = :pk AND ts >= :ts",
-                "ExpressionAttributeValues": {":pk": _s(events_pk(key)), ":ts": _n(float(query.after_timestamp))},
-            }
-            items = self._query_all(params, None)
-            items.sort(key=lambda i: int(i["seq"]["N"]))
-            if query.num_recent is not None:
-                items = items[-query.num_recent :]
-        else:
-            params |= {
-                "IndexName": "by_seq",
-                "KeyConditionExpression": "PK = :pk",
-                "ExpressionAttributeValues": {":pk": _s(events_pk(key))},
-            }
-            if query.num_recent is not None:
+        pk = events_pk(key)
+        low = (query.after_seq or 0) + 1
+        high = query.up_to_seq if query.up_to_seq is not None else _MAX_SEQ
+        if low > high:
+            return []
+        paged = query.limit is not None or query.max_bytes is not None
+        if query.after_timestamp is not None:
+            ts = float(query.after_timestamp)
+            if query.after_seq is None or query.num_recent is not None:
+                # Where the selection starts (and ends): the seqs of the events at or after the time, read from
+                # the by_ts index without bodies; pages after the first resume from their seq instead.
+                seqs = sorted(self._seqs_since(pk, ts, low, high))
+                if query.num_recent is not None:
+                    seqs = seqs[-query.num_recent :]
+                if not seqs:
+                    return []
+                low, high = seqs[0], seqs[-1]
+            return self._read_forward(pk, low, high, query, ts)
+        if query.num_recent is not None:
+            if not paged:
                 # Newest first, stop after num_recent: reads only the events returned.
-                params |= {"ScanIndexForward": False, "Limit": query.num_recent}
-                items = self._query_all(params, query.num_recent)
+                items = self._query_all(self._by_seq(pk, low, high) | {"ScanIndexForward": False}, query.num_recent)
                 items.reverse()
-            else:
-                items = self._query_all(params, None)
-        return [self.event_from_item(item) for item in items]
+                return [self.event_from_item(item, verbatim=query.verbatim) for item in items]
+            # A page of the newest num_recent starts at the oldest of them: find its seq without reading bodies.
+            newest = self._query_all(
+                self._by_seq(pk, low, high) | {"ScanIndexForward": False, "ProjectionExpression": "seq"},
+                query.num_recent,
+            )
+            if not newest:
+                return []
+            low = int(newest[-1]["seq"]["N"])
+        return self._read_forward(pk, low, high, query, None)
+
+    @staticmethod
+    def _by_seq(pk: str, low: int, high: int) -> dict[str, Any]:
+        return {
+            "IndexName": "by_seq",
+            "KeyConditionExpression": "PK = :pk AND seq BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":low": _n(low), ":high": _n(high)},
+        }
+
+    def _seqs_since(self, pk: str, ts: float, low: int, high: int) -> list[int]:
+        params: dict[str, Any] = {
+            "IndexName": "by_ts",
+            "KeyConditionExpression": "PK = :pk AND ts >= :ts",
+            "FilterExpression": "seq BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":ts": _n(ts), ":low": _n(low), ":high": _n(high)},
+            "ProjectionExpression": "seq",
+        }
+        return [_whole(item, "seq") for item in self._query_all(params, None)]
+
+    def _read_forward(
+        self, pk: str, low: int, high: int, query: EventQuery, after_timestamp: float | None
+    ) -> list[dict[str, Any]]:
+        """Events with low <= seq <= high (and ts >= after_timestamp) oldest first, stopping at the query's
+        ``limit`` and ``max_bytes``: a page reads about the items it returns, and no payload past its end."""
+        params = self._by_seq(pk, low, high)
+        if after_timestamp is not None:
+            params["FilterExpression"] = "ts >= :ts"
+            params["ExpressionAttributeValues"][":ts"] = _n(after_timestamp)
+        events: list[dict[str, Any]] = []
+        size = 0
+        while True:
+            if query.limit is not None:
+                params["Limit"] = query.limit - len(events)
+            response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
+            for item in response.get("Items", []):
+                event = self.event_from_item(item, verbatim=query.verbatim)
+                events.append(event)
+                if query.limit is not None and len(events) >= query.limit:
+                    return events
+                if query.max_bytes is not None:
+                    size += event_size(event)
+                    if size >= query.max_bytes:
+                        return events
+            if "LastEvaluatedKey" not in response:
+                return events
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # --- the compaction schedule's index ------------------------------------------------------------------
 
@@ -583,6 +671,9 @@ class DynamoSessionStore:
         return True
 
     def _query_all(self, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+        params = {"TableName": self._table, "ConsistentRead": True} | params
+        if limit is not None:
+            params["Limit"] = limit
         items: list[dict[str, Any]] = []
         while True:
             response = self._db.query(**params)
@@ -608,19 +699,48 @@ def batch_write(db: Any, table: str, requests: list[dict[str, Any]]) -> None:
                 delay = min(delay * 2, 1.0)
 
 
+def _number(item: dict[str, Any], name: str) -> float | None:
+    try:
+        return float(item[name]["N"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _whole(item: dict[str, Any], name: str) -> int:
+    value = _number(item, name)
+    return int(value) if value is not None and value.is_integer() else 0
+
+
 def _record_from_item(item: dict[str, Any]) -> SessionRecord:
+    """A session item as a record; identifiers come from the keys, so a damaged item still reads."""
+    _, app_name, user_id = item["PK"]["S"].split("#", 2)
+    create_time = readable_timestamp(_number(item, "create_time"))
     return SessionRecord(
-        app_name=item["app_name"]["S"],
-        user_id=item["user_id"]["S"],
-        session_id=item["session_id"]["S"],
-        create_time=float(item["create_time"]["N"]),
-        update_time=float(item["update_time"]["N"]),
-        version=int(item["version"]["N"]),
-        last_seq=int(item["last_seq"]["N"]),
+        app_name=app_name,
+        user_id=user_id,
+        session_id=item["SK"]["S"][2:],
+        create_time=float(create_time),
+        update_time=float(readable_timestamp(_number(item, "update_time"), create_time)),
+        version=_whole(item, "version"),
+        last_seq=_whole(item, "last_seq"),
         state=_state_from_item(item),
-        summary_event_id=item["cmp_id"]["S"] if "cmp_id" in item else None,
-        summary_end_seq=int(item["cmp_end"]["N"]) if "cmp_end" in item else 0,
+        summary_event_id=item["cmp_id"].get("S") if "cmp_id" in item else None,
+        summary_end_seq=_whole(item, "cmp_end"),
     )
+
+
+def _unreadable_event(item: dict[str, Any], reason: str) -> dict[str, Any]:
+    """What an event that does not read reads as: its id, seq and time, and an ADK error (no content)."""
+    sk = item.get("SK", {}).get("S", "")
+    return {
+        "id": sk[2:] if sk.startswith("V#") else sk,
+        "invocation_id": "",
+        "author": "agent_memory",
+        "timestamp": readable_timestamp(_number(item, "ts")),
+        "error_code": "unreadable_event",
+        "error_message": f"the stored event could not be read: {reason}",
+        "seq": _whole(item, "seq"),
+    }
 
 
 def _too_large() -> PayloadTooLarge:

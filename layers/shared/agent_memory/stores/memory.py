@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from ..errors import PreconditionFailed, SessionNotFound
+from ..jsonio import event_size
 from ..policy.state import ScopedDelta
 from .ports import AppendResult, EventQuery, NewEvent, SessionKey, SessionRecord
 
@@ -143,6 +144,15 @@ class InMemorySessionStore:
                 events = [e for e in events if e["timestamp"] >= query.after_timestamp]
             if query.num_recent is not None:
                 events = events[-query.num_recent :] if query.num_recent else []
+            if query.limit is not None:
+                events = events[: query.limit]
+            if query.max_bytes is not None:
+                size = 0
+                for count, event in enumerate(events, 1):
+                    size += event_size(event)
+                    if size >= query.max_bytes:
+                        events = events[:count]
+                        break
             return copy.deepcopy(events)
 
 

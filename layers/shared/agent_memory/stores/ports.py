@@ -57,13 +57,26 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class EventQuery:
-    """Which events to read: the newest ``num_recent`` (None = all) of those at or after ``after_timestamp``,
-    or of those with ``after_seq < seq <= up_to_seq``."""
+    """Which events to read, always oldest first (by seq).
+
+    The selection: events with ``after_seq < seq <= up_to_seq``, at or after ``after_timestamp``; of those the
+    newest ``num_recent`` (None = all). A read can stop early, for paging: ``limit`` keeps the oldest ``limit``
+    events of the selection; ``max_bytes`` stops after the event that brings the events read to ``max_bytes``
+    (each counted as ``jsonio.event_size``), so at least one event comes back and the caller can tell that the
+    read stopped on size when the events it got add up to ``max_bytes`` or more. A paged read reads about as
+    many items as it returns (no read of the whole selection).
+
+    ``verbatim``: values nested deeper than ``jsonio.MAX_DEPTH`` come back as ``RawJSON`` (for responses, which
+    ``jsonio.dumps`` splices verbatim) rather than as a string of their JSON (for code that walks events).
+    """
 
     num_recent: int | None = None
     after_timestamp: float | None = None
     after_seq: int | None = None
     up_to_seq: int | None = None
+    limit: int | None = None
+    max_bytes: int | None = None
+    verbatim: bool = False
 
 
 class SessionStore(Protocol):
@@ -95,7 +108,8 @@ class SessionStore(Protocol):
         ...
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
-        """Events oldest first (by seq)."""
+        """Events oldest first (by seq), as ``query`` selects them. Never fails on what is stored: an event whose
+        stored form does not read comes back as a marker event (``error_code`` ``unreadable_event``)."""
         ...
 
     def append_compaction(
