@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import PreconditionFailed, SessionNotFound
+from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.memory import InMemoryBlobStore, InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
-from tests.conftest import BUCKET, TABLE
+from tests.conftest import BUCKET, TABLE, RequestCounter
 
 KEY = SessionKey("app", "alice", "s1")
 
@@ -189,3 +190,73 @@ def test_in_memory_blob_store_deletes_by_prefix() -> None:
     blobs.put("b/1", b"3")
     assert blobs.delete_prefix("a/") == 2
     assert list(blobs.objects) == ["b/1"]
+
+
+# --- paged reads ------------------------------------------------------------------------------------------------
+
+
+def ten_events(store: SessionStore, stamps: list[float] | None = None, text: str = "hi") -> None:
+    store.create_session(record(), ScopedDelta())
+    stamps = stamps or [1001.0 + i for i in range(10)]
+    store.append_events(KEY, [event(f"e{i}", ts, text=text) for i, ts in enumerate(stamps)], None)
+
+
+def ids_of(store: SessionStore, query: EventQuery) -> list[str]:
+    return [e["id"] for e in store.read_events(KEY, query)]
+
+
+def test_limit_reads_forward_from_after_seq(store: SessionStore) -> None:
+    ten_events(store)
+    assert ids_of(store, EventQuery(limit=3)) == ["e0", "e1", "e2"]
+    assert ids_of(store, EventQuery(after_seq=3, limit=3)) == ["e3", "e4", "e5"]
+    assert ids_of(store, EventQuery(after_seq=8, limit=3)) == ["e8", "e9"]
+    assert ids_of(store, EventQuery(after_seq=10, limit=3)) == []
+    assert ids_of(store, EventQuery(after_seq=2, up_to_seq=4, limit=5)) == ["e2", "e3"]
+    assert ids_of(store, EventQuery(limit=0)) == []
+
+
+def test_limit_pages_through_the_newest_num_recent_oldest_first(store: SessionStore) -> None:
+    ten_events(store)
+    assert ids_of(store, EventQuery(num_recent=5, limit=2)) == ["e5", "e6"]
+    assert ids_of(store, EventQuery(num_recent=5, up_to_seq=8, limit=2)) == ["e3", "e4"]
+    # The pages after the first resume from their seq within the same window.
+    assert ids_of(store, EventQuery(after_seq=7, up_to_seq=10, limit=2)) == ["e7", "e8"]
+    assert ids_of(store, EventQuery(num_recent=3, limit=50)) == ["e7", "e8", "e9"]
+
+
+def test_limit_pages_through_events_at_or_after_a_time_in_seq_order(store: SessionStore) -> None:
+    # Out of order on purpose: e1, e3, e5, e6, e8 are at or after 1005.
+    ten_events(store, [1001.0, 1009.0, 1002.0, 1005.0, 1003.0, 1006.0, 1007.0, 1000.0, 1008.0, 1004.0])
+    assert ids_of(store, EventQuery(after_timestamp=1005.0, limit=2)) == ["e1", "e3"]
+    assert ids_of(store, EventQuery(after_timestamp=1005.0, after_seq=4, limit=2)) == ["e5", "e6"]
+    assert ids_of(store, EventQuery(after_timestamp=1005.0, after_seq=7, limit=2)) == ["e8"]
+    assert ids_of(store, EventQuery(after_timestamp=1005.0, num_recent=3, limit=2)) == ["e5", "e6"]
+    assert ids_of(store, EventQuery(after_timestamp=1005.0, num_recent=3, max_bytes=10**6)) == ["e5", "e6", "e8"]
+
+
+def test_max_bytes_stops_after_the_event_that_reaches_it(store: SessionStore) -> None:
+    ten_events(store, text="x" * 3_000)  # offloaded by the DynamoDB store of this suite
+    sizes = [event_size(e) for e in store.read_events(KEY, EventQuery())]
+    assert ids_of(store, EventQuery(max_bytes=sizes[0] + sizes[1])) == ["e0", "e1"]
+    assert ids_of(store, EventQuery(max_bytes=sizes[0] + sizes[1] + 1)) == ["e0", "e1", "e2"]
+    assert ids_of(store, EventQuery(max_bytes=1)) == ["e0"]
+    assert ids_of(store, EventQuery(after_seq=8, max_bytes=10**9)) == ["e8", "e9"]
+    assert ids_of(store, EventQuery(num_recent=4, max_bytes=sizes[0] * 2)) == ["e6", "e7"]
+
+
+def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
+    store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), offload_bytes=2_000)
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event(f"e{i}", 1000.0 + i, text="y" * 3_000) for i in range(60)], None)
+    counter = RequestCounter().attach(aws["dynamodb"], aws["s3"])
+    assert len(store.read_events(KEY, EventQuery(after_seq=20, limit=5))) == 5
+    assert counter.items_read <= 6 and counter.count("s3", "GetObject") == 5
+    assert counter.count("dynamodb", "Scan") == 0
+    counter.reset()
+    size = event_size(store.read_events(KEY, EventQuery(limit=1))[0])
+    counter.reset()
+    assert len(store.read_events(KEY, EventQuery(max_bytes=size * 3))) == 3
+    assert counter.count("s3", "GetObject") == 3  # no payload past the page's end
+    counter.reset()
+    assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=10, limit=2))] == [51, 52]
+    assert counter.items_read <= 10 + 3 and counter.count("s3", "GetObject") == 2

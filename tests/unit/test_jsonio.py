@@ -1,0 +1,123 @@
+"""Stored JSON decodes without failing a read, and responses splice what was kept verbatim."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from agent_memory.jsonio import (
+    MAX_DEPTH,
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
+    RawJSON,
+    Unreadable,
+    dumps,
+    load_stored,
+    readable_timestamp,
+    wire_size,
+)
+
+
+def nested(depth: int, leaf: str = "1") -> str:
+    return "[" * depth + leaf + "]" * depth
+
+
+def depth_of(value: Any) -> int:
+    depth = 0
+    while isinstance(value, list):
+        depth += 1
+        value = value[0] if value else None
+    return depth
+
+
+@pytest.mark.parametrize("depth", [1, MAX_DEPTH])
+def test_values_within_the_depth_decode_as_python_values(depth: int) -> None:
+    value = load_stored(nested(depth))
+    assert depth_of(value) == depth
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 900, 5_000, 50_000])
+def test_deeper_values_decode_without_recursion_and_come_back_verbatim(depth: int) -> None:
+    text = '{"a":' + nested(depth) + ',"b":"k"}'
+    value = load_stored(text, verbatim=True)
+    assert value["b"] == "k"
+    # Built down to the bound (the object is level 1), the rest kept as text.
+    assert depth_of(value["a"]) == MAX_DEPTH - 1
+    copy.deepcopy(value)  # safe to walk
+    assert dumps(value) == text
+
+
+def test_deep_subtrees_read_as_their_text_for_code_that_walks_events() -> None:
+    text = '{"args":' + nested(200) + "}"
+    value = load_stored(text)
+    inner: Any = value["args"]
+    for _ in range(MAX_DEPTH - 2):  # down to the list at level MAX_DEPTH
+        inner = inner[0]
+    assert inner == [nested(200 - (MAX_DEPTH - 1))]
+    json.dumps(value)  # plain values: any encoder takes them
+
+
+def test_brackets_and_escapes_inside_strings_are_no_nesting() -> None:
+    text = json.dumps({"s": "[" * 500 + '\\"{' * 100, "t": ['"]]]\\'] * 3})
+    assert load_stored(text) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", '{"a":1', "[1,]", '{"a" 1}', "nope", nested(900)[:-1], nested(900).replace("]", "}", 1), '"\\x"'],
+)
+def test_text_that_is_not_json_is_unreadable(text: str) -> None:
+    with pytest.raises(Unreadable):
+        load_stored(text)
+
+
+def test_bytes_that_are_not_utf8_are_unreadable() -> None:
+    with pytest.raises(Unreadable):
+        load_stored(b'{"a":"\xff"}')
+
+
+def test_numbers_no_float_holds_keep_their_text_and_nan_reads_as_null() -> None:
+    digits = "9" * 5_000
+    value = load_stored(f"[NaN,Infinity,-Infinity,1e400,1.5,{digits}]", verbatim=True)
+    assert value == [None, None, None, RawJSON("1e400"), 1.5, RawJSON(digits)]
+    assert dumps(value) == f"[null,null,null,1e400,1.5,{digits}]"
+    assert load_stored("[1e400]") == ["1e400"]
+
+
+def test_a_lone_surrogate_is_escaped_on_output() -> None:
+    value = load_stored('{"s":"\\ud800"}')
+    text = dumps(value)
+    text.encode("utf-8")
+    assert json.loads(text) == {"s": "\ud800"}
+
+
+def test_dumps_cannot_be_fooled_by_a_string_that_looks_like_a_placeholder() -> None:
+    value = {"raw": RawJSON("[1]"), "s": "\x00raw:0000000000000000:0"}
+    assert json.loads(dumps(value)) == {"raw": [1], "s": "\x00raw:0000000000000000:0"}
+
+
+def test_wire_size_counts_the_escaping_lambda_adds() -> None:
+    assert wire_size("abc") == 5
+    assert wire_size('"') == len(json.dumps('"'))
+    assert wire_size("é") == len('"\\u00e9"')
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1700000000.5, 1700000000.5),
+        (1700000000, 1700000000),
+        (-1e12, MIN_TIMESTAMP),
+        (1e20, MAX_TIMESTAMP),
+        (float("nan"), 7.0),
+        (float("inf"), 7.0),
+        (True, 7.0),
+        ("1700000000", 7.0),
+        (None, 7.0),
+    ],
+)
+def test_readable_timestamp_is_one_a_datetime_holds(value: Any, expected: float) -> None:
+    assert readable_timestamp(value, 7.0) == expected
