@@ -258,5 +258,12 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
     assert len(store.read_events(KEY, EventQuery(max_bytes=size * 3))) == 3
     assert counter.count("s3", "GetObject") == 3  # no payload past the page's end
     counter.reset()
+    # A small window is one newest-first query; only the page's payloads are fetched.
     assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=10, limit=2))] == [51, 52]
-    assert counter.items_read <= 10 + 3 and counter.count("s3", "GetObject") == 2
+    assert counter.count("dynamodb", "Query") == 1
+    assert counter.items_read <= 10 and counter.count("s3", "GetObject") == 2
+    # A large one finds its first seq without bodies, then reads the page forward.
+    store.append_events(KEY, [event(f"f{i}", 2000.0 + i) for i in range(90)], None)
+    counter.reset()
+    assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=140, limit=2))] == [11, 12]
+    assert counter.items_read <= 140 + 3 and counter.count("s3", "GetObject") == 2

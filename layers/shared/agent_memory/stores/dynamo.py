@@ -52,6 +52,9 @@ _RETRYABLE_CODES = {"None", "ConditionalCheckFailed", "TransactionConflict", "Th
 DUE_SHARDS = 8
 # Above any seq a session reaches; the upper bound of an open seq range.
 _MAX_SEQ = 2**62
+# A paged read of the newest N events reads them newest first in one query when N is at most this (items in
+# memory: at most this many); a larger N finds its window's first seq first (no bodies), then pages forward.
+_BACKWARD_READ_MAX = 100
 
 
 class _Duplicates(list[dict[str, Any]]):
@@ -77,6 +80,29 @@ class _Watermark:
 
 class _WatermarkMoved(Exception):
     """Another compaction committed first."""
+
+
+class _Page:
+    """Events read for one query, oldest first, up to its ``limit`` and ``max_bytes``."""
+
+    def __init__(self, query: EventQuery) -> None:
+        self.query = query
+        self.events: list[dict[str, Any]] = []
+        self.size = 0
+
+    def take(self, items: list[dict[str, Any]], read: Any) -> bool:
+        """Read ``items`` in order into the page; True once it is full (later items are never read)."""
+        query = self.query
+        for item in items:
+            event = read(item, verbatim=query.verbatim)
+            self.events.append(event)
+            if query.limit is not None and len(self.events) >= query.limit:
+                return True
+            if query.max_bytes is not None:
+                self.size += event_size(event)
+                if self.size >= query.max_bytes:
+                    return True
+        return False
 
 
 def due_shard(key: SessionKey) -> str:
@@ -577,11 +603,14 @@ class DynamoSessionStore:
                 low, high = seqs[0], seqs[-1]
             return self._read_forward(pk, low, high, query, ts)
         if query.num_recent is not None:
-            if not paged:
-                # Newest first, stop after num_recent: reads only the events returned.
+            if not paged or query.num_recent <= _BACKWARD_READ_MAX:
+                # Newest first, stop after num_recent: one query reads the items, then the page is taken from
+                # the oldest of them (payloads in S3 fetched only as far as the page goes).
                 items = self._query_all(self._by_seq(pk, low, high) | {"ScanIndexForward": False}, query.num_recent)
                 items.reverse()
-                return [self.event_from_item(item, verbatim=query.verbatim) for item in items]
+                page = _Page(query)
+                page.take(items, self.event_from_item)
+                return page.events
             # A page of the newest num_recent starts at the oldest of them: find its seq without reading bodies.
             newest = self._query_all(
                 self._by_seq(pk, low, high) | {"ScanIndexForward": False, "ProjectionExpression": "seq"},
@@ -619,23 +648,13 @@ class DynamoSessionStore:
         if after_timestamp is not None:
             params["FilterExpression"] = "ts >= :ts"
             params["ExpressionAttributeValues"][":ts"] = _n(after_timestamp)
-        events: list[dict[str, Any]] = []
-        size = 0
+        page = _Page(query)
         while True:
             if query.limit is not None:
-                params["Limit"] = query.limit - len(events)
+                params["Limit"] = query.limit - len(page.events)
             response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
-            for item in response.get("Items", []):
-                event = self.event_from_item(item, verbatim=query.verbatim)
-                events.append(event)
-                if query.limit is not None and len(events) >= query.limit:
-                    return events
-                if query.max_bytes is not None:
-                    size += event_size(event)
-                    if size >= query.max_bytes:
-                        return events
-            if "LastEvaluatedKey" not in response:
-                return events
+            if page.take(response.get("Items", []), self.event_from_item) or "LastEvaluatedKey" not in response:
+                return page.events
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # --- the compaction schedule's index ------------------------------------------------------------------
