@@ -67,6 +67,12 @@ def poisoned(api: Api, aws: dict[str, Any]) -> Api:
     set_event(aws, "s1", "future", body={"S": json.dumps({"author": "user", "timestamp": 1e20})}, ts={"N": "1e20"})
     set_event(aws, "s1", "gone", blob={"S": "sessions/app/alice/s1/events/gone/missing.json"})
     put_state(aws, "U#app#alice", "S#s1", k=DEEP, broken="{oops")
+    aws["dynamodb"].update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": "U#app#alice"}, "SK": {"S": "S#s1"}},
+        UpdateExpression="SET update_time = :t",
+        ExpressionAttributeValues={":t": {"N": "1e20"}},
+    )
     put_state(aws, "U#app#alice", "#STATE", deep=DEEP)
     put_state(aws, "A#app", "#STATE", poison=DEEP, bad="nan nan")
     return api
@@ -85,7 +91,9 @@ def test_get_session_reads_poisoned_state_and_events_as_documented(poisoned: Api
     for marked in ("notjson", "array", "gone"):
         assert events[marked]["error_code"] == "unreadable_event" and "content" not in events[marked]
         assert events[marked]["timestamp"] == 1000.0 + list(events).index(marked)
+    assert "missing" in events["gone"]["error_message"]
     assert events["future"]["timestamp"] == MAX_TIMESTAMP  # clamped into what a datetime holds
+    assert got["last_update_time"] == MAX_TIMESTAMP
     assert events["fine"]["content"]["parts"][0]["text"] == "text fine"
     assert got["next_token"] is None
 

@@ -560,12 +560,15 @@ class DynamoSessionStore:
             body = load_stored(data, verbatim=verbatim)
             if not isinstance(body, dict):
                 raise Unreadable(f"a JSON {type(body).__name__}, not an object")
-        except (Unreadable, KeyError, TypeError) as exc:
-            return self._unreadable(item, exc)
+        except Unreadable as exc:
+            return self._unreadable(item, f"its body is not a JSON object ({exc})", exc)
+        except (KeyError, TypeError) as exc:  # no body attribute, or (in-memory blobs) no payload
+            reason = "its payload is missing from storage" if "blob" in item else "its item holds no body"
+            return self._unreadable(item, reason, exc)
         except Exception as exc:
             if error_code(exc) not in ("NoSuchKey", "404"):
                 raise
-            return self._unreadable(item, exc)
+            return self._unreadable(item, "its payload is missing from storage", exc)
         body["seq"] = _whole(item, "seq")
         if not isinstance(body.get("id"), str):
             body["id"] = _unreadable_event(item, "")["id"]
@@ -573,8 +576,8 @@ class DynamoSessionStore:
         return body
 
     @staticmethod
-    def _unreadable(item: dict[str, Any], exc: BaseException) -> dict[str, Any]:
-        marker = _unreadable_event(item, type(exc).__name__)
+    def _unreadable(item: dict[str, Any], reason: str, exc: BaseException) -> dict[str, Any]:
+        marker = _unreadable_event(item, reason[:200])
         logger.warning(
             "stored event does not read; answered as a marker event",
             extra={"pk": item.get("PK", {}).get("S"), "event_id": marker["id"], "error": str(exc)[:200]},
