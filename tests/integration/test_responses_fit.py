@@ -108,3 +108,11 @@ def test_a_context_over_the_cap_is_413_naming_max_chars(api: Api) -> None:
     assert "max_tokens" in reply.error["message"]
     small = api.request("GET", path, query={"max_chars": 1000})
     assert small.status == 200 and len(small.body["messages"][0]["content"]) == 1000
+
+
+def test_a_huge_num_recent_events_reads_like_all(api: Api) -> None:
+    api.create(session_id="s1")
+    api.append("s1", {"events": [text_event(f"m{i}") for i in range(3)]})
+    for query in ({"num_recent_events": 10**15}, {"num_recent_events": 10**15, "limit": 2}):
+        reply = api.get("s1", **query)
+        assert reply.status == 200 and reply.body["events"][0]["seq"] == 1

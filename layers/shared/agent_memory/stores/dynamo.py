@@ -55,6 +55,8 @@ _MAX_SEQ = 2**62
 # A paged read of the newest N events reads them newest first in one query when N is at most this (items in
 # memory: at most this many); a larger N finds its window's first seq first (no bodies), then pages forward.
 _BACKWARD_READ_MAX = 100
+# A Query's Limit stays an int32 whatever a client asks for (one call returns at most 1 MB anyway).
+_QUERY_LIMIT_MAX = 10_000
 
 
 class _Duplicates(list[dict[str, Any]]):
@@ -654,7 +656,7 @@ class DynamoSessionStore:
         page = _Page(query)
         while True:
             if query.limit is not None:
-                params["Limit"] = query.limit - len(page.events)
+                params["Limit"] = min(query.limit - len(page.events), _QUERY_LIMIT_MAX)
             response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
             if page.take(response.get("Items", []), self.event_from_item) or "LastEvaluatedKey" not in response:
                 return page.events
@@ -695,7 +697,7 @@ class DynamoSessionStore:
     def _query_all(self, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
         params = {"TableName": self._table, "ConsistentRead": True} | params
         if limit is not None:
-            params["Limit"] = limit
+            params["Limit"] = min(limit, _QUERY_LIMIT_MAX)
         items: list[dict[str, Any]] = []
         while True:
             response = self._db.query(**params)
@@ -704,7 +706,7 @@ class DynamoSessionStore:
                 break
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
             if limit is not None:
-                params["Limit"] = limit - len(items)
+                params["Limit"] = min(limit - len(items), _QUERY_LIMIT_MAX)
         return items[:limit] if limit is not None else items
 
 
