@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from typing import Any
 
 import pytest
@@ -121,3 +122,50 @@ def test_wire_size_counts_the_escaping_lambda_adds() -> None:
 )
 def test_readable_timestamp_is_one_a_datetime_holds(value: Any, expected: float) -> None:
     assert readable_timestamp(value, 7.0) == expected
+
+
+def random_json(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(8 if depth < 6 else 5)
+    if kind == 0:
+        return rng.choice([True, False, None])
+    if kind == 1:
+        return rng.randint(-(10**20), 10**20)
+    if kind == 2:
+        return rng.uniform(-1e6, 1e6) * rng.choice([1, 1e-300, 1e300])
+    if kind in (3, 4):
+        alphabet = 'ab "\\/[]{}:,\n\t\u00e9\u4e00\U0001f600\x01'
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+    if kind in (5, 6):
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {random_json(rng, 6) if rng.random() < 0.5 else "k": random_json(rng, depth + 1) for _ in range(3)}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_iterative_decoder_reads_what_the_c_decoder_reads(seed: int) -> None:
+    rng = random.Random(seed)
+    value = [random_json(rng) for _ in range(5)]
+    for pretty in (False, True):  # whitespace as other writers leave it
+        inner = json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=2 if pretty else None)
+        # A deep sibling sends the text to the iterative decoder; the value sits at a random depth, built above
+        # MAX_DEPTH and kept as text below it.
+        wrap = rng.randrange(MAX_DEPTH + 2)
+        text = "[" + nested(MAX_DEPTH + 5) + ",\n" + "[" * wrap + inner + "]" * wrap + "]"
+        decoded = load_stored(text, verbatim=True)
+        assert json.loads(dumps(decoded)) == json.loads(text)
+        json.dumps(load_stored(text))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_damaged_text_is_unreadable_or_reads_as_json_says(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    good = "[" + nested(MAX_DEPTH + 3) + "," + json.dumps([random_json(rng) for _ in range(4)]) + "]"
+    for _ in range(20):
+        i = rng.randrange(len(good))
+        damaged = good[:i] + rng.choice(['"', "\\\\", "]", "}", ",", ":", "x", "", "1", "[", "{"]) + good[i + 1 :]
+        try:
+            decoded = load_stored(damaged, verbatim=True)
+        except Unreadable:
+            with pytest.raises(ValueError):
+                json.loads(damaged)  # the C decoder refuses it too (ValueError covers its JSONDecodeError)
+            continue
+        assert json.loads(dumps(decoded)) == json.loads(damaged)
