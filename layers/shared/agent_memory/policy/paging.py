@@ -6,7 +6,7 @@ always built from the request's own app and user, so even a hand-made token can 
 sessions.
 
 An events token names the last seq of the page and the window being paged (its last seq, and the filters of the
-first request), bound to the session *and its incarnation* (its create time): a token of a deleted session is
+first request), bound to the session *and its incarnation*: a token of a deleted session is
 rejected by the session re-created under the same id. Events are always read from the session of the request's
 path, so a hand-made token can only move within the caller's own session.
 """
@@ -63,13 +63,14 @@ class EventCursor:
     num_recent: int | None
 
 
-def _event_scope_tag(app_name: str, user_id: str, session_id: str, incarnation: float) -> str:
-    raw = f"{app_name}\x00{user_id}\x00{session_id}\x00{incarnation!r}"
+def _event_scope_tag(app_name: str, user_id: str, session_id: str, incarnation: str) -> str:
+    raw = f"{app_name}\x00{user_id}\x00{session_id}\x00{incarnation}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def encode_event_token(app_name: str, user_id: str, session_id: str, incarnation: float, cursor: EventCursor) -> str:
-    """A token for the page after ``cursor.after_seq``; ``incarnation`` is the session's create time."""
+def encode_event_token(app_name: str, user_id: str, session_id: str, incarnation: str, cursor: EventCursor) -> str:
+    """A token for the page after ``cursor.after_seq``; ``incarnation`` names this life of the session id (anything
+    that changes when the session is deleted and created again, e.g. its create time)."""
     data = {
         "v": 1,
         "k": "events",
@@ -87,7 +88,7 @@ def _whole(value: Any) -> TypeGuard[int]:
     return type(value) is int and 0 <= value < 2**62
 
 
-def decode_event_token(app_name: str, user_id: str, session_id: str, incarnation: float, token: str) -> EventCursor:
+def decode_event_token(app_name: str, user_id: str, session_id: str, incarnation: str, token: str) -> EventCursor:
     """The cursor a token holds; InvalidInput naming ``next_token`` for anything not issued for this session."""
     bad = InvalidInput("next_token is malformed or was not issued for this session", field="next_token")
     if not token or len(token) > 1024:

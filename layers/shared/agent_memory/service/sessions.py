@@ -215,7 +215,7 @@ class SessionService:
             cursor = EventCursor(after_seq=0, until_seq=record.last_seq, after_timestamp=after, num_recent=None)
             num_recent = num_recent_events
         else:
-            cursor = decode_event_token(app_name, user_id, session_id, record.create_time, next_token)
+            cursor = decode_event_token(app_name, user_id, session_id, _incarnation(record), next_token)
             if (after is not None and after != cursor.after_timestamp) or (
                 num_recent_events is not None and num_recent_events != cursor.num_recent
             ):
@@ -247,7 +247,7 @@ class SessionService:
                 after_timestamp=cursor.after_timestamp,
                 num_recent=num_recent_events if next_token is None else cursor.num_recent,
             )
-            data["next_token"] = encode_event_token(app_name, user_id, session_id, record.create_time, last)
+            data["next_token"] = encode_event_token(app_name, user_id, session_id, _incarnation(record), last)
         return data
 
     def list_sessions(
@@ -337,6 +337,11 @@ class SessionService:
         return NewEvent(
             id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta), timestamp_filled=filled
         )
+
+
+def _incarnation(record: SessionRecord) -> str:
+    # A session deleted and created again under the same id has another create time: its tokens do not carry over.
+    return repr(record.create_time)
 
 
 def _fit(events: list[dict[str, Any]], limit: int | None, room: int) -> tuple[list[dict[str, Any]], bool]:
