@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from ..errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from ..models import Event, Session, chat_message_to_event, is_chat_message
 from ..policy.identifiers import validate_identifier
 from ..policy.paging import decode_page_token, encode_page_token
@@ -228,7 +228,12 @@ class SessionService:
                 raise SessionNotFound(session_id)
             expected = None
         assert not isinstance(expected, str)
-        result = self.store.append_events(key, events, expected)
+        try:
+            result = self.store.append_events(key, events, expected)
+        except EventIdConflict as exc:
+            if not batch:  # the store names events[i]; a single event's id is the body's `id`
+                exc.field = "id"
+            raise
         return AppendOutcome(events=result.events, created=any(result.created), version=result.version, batch=batch)
 
     @staticmethod
