@@ -134,10 +134,15 @@ class _Existing:
     items: dict[str, dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Staged:
-    body: str  # the event JSON, or "" when offloaded
-    blob_key: str  # the S3 key of the offloaded body, or ""
+    body: str  # the event JSON
+    offload: bool  # too large for an item: the body goes to S3
+    blob_key: str = ""  # the S3 key once uploaded
+
+    @property
+    def item_bytes(self) -> int:
+        return 0 if self.offload else len(self.body)
 
 
 @dataclass(frozen=True)
@@ -550,10 +555,11 @@ class DynamoSessionStore:
                 raise PreconditionFailed(
                     f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
                 )
-            chunk = self._take_chunk(key, pending, staged, meta.incarnation, token, budget)
-            if not checked and len(chunk) < len(pending):
+            chunk = self._take_chunk(pending, staged)
+            if not checked and (len(chunk) < len(pending) or any(staged[e.id].offload for e in chunk)):
                 # The batch takes several transactions: find reused ids before the first commits, so that a
-                # conflict stores nothing of the batch.
+                # conflict stores nothing of the batch. A large event: before uploading a payload a resend
+                # does not need.
                 checked = True
                 found = self._stored_items(key, [e.id for e in pending], budget)
                 for event_id, item in found.items():
@@ -562,6 +568,13 @@ class DynamoSessionStore:
                     pending = [e for e in pending if e.id not in found]
                     continue
             checked = True
+            for event in chunk:
+                # (Again if the session was re-created meanwhile: a payload lives under its incarnation's prefix.)
+                here = incarnation_prefix(key, meta.incarnation)
+                if staged[event.id].offload and not staged[event.id].blob_key.startswith(here):
+                    staged[event.id].blob_key = self._upload(
+                        key, event, staged[event.id], meta.incarnation, token, budget
+                    )
             try:
                 outcome = self._transact_append(key, chunk, staged, meta, watermark, token)
             except _Unsettled as exc:
@@ -633,45 +646,37 @@ class DynamoSessionStore:
             incarnation=_attr(item, "inc"),
         )
 
-    def _take_chunk(
-        self,
-        key: SessionKey,
-        pending: list[NewEvent],
-        staged: dict[str, _Staged],
-        incarnation: str,
-        token: str,
-        budget: _Budget,
-    ) -> list[NewEvent]:
+    def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
         """The longest prefix of ``pending`` that fits one transaction (item count and total size)."""
         chunk: list[NewEvent] = []
         size = 0
         user = app = False
         for event in pending:
             if event.id not in staged:
-                staged[event.id] = self._stage(key, event, incarnation, token, budget)
-            body = staged[event.id].body
+                body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
+                staged[event.id] = _Staged(body, len(body.encode()) > self._offload_bytes)
+            item_bytes = staged[event.id].item_bytes
             user = user or bool(event.delta.user)
             app = app or bool(event.delta.app)
             actions = len(chunk) + 1 + 1 + user + app  # the events, the session update, the state items
-            if chunk and (actions > MAX_TRANSACT_ITEMS or size + len(body) > MAX_TRANSACT_BYTES):
+            if chunk and (actions > MAX_TRANSACT_ITEMS or size + item_bytes > MAX_TRANSACT_BYTES):
                 break
             chunk.append(event)
-            size += len(body)
+            size += item_bytes
         return chunk
 
-    def _stage(self, key: SessionKey, event: NewEvent, incarnation: str, token: str, budget: _Budget) -> _Staged:
-        """Serialise an event; offload its body to S3 when the item would be too large for one item.
+    def _upload(
+        self, key: SessionKey, event: NewEvent, staged: _Staged, incarnation: str, token: str, budget: _Budget
+    ) -> str:
+        """Offload an event's body to S3; return its key.
 
         The key is this request's own (the token): a resend never overwrites the payload of the stored event,
         and the object is tagged staged until an event refers to it, so an orphan (the transaction failed, or
         its outcome is unknown and the client never comes back) expires by the bucket's lifecycle rule.
         """
-        body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
-        if len(body.encode()) <= self._offload_bytes:
-            return _Staged(body, "")
         blob_key = f"{incarnation_prefix(key, incarnation)}events/{event.id}/{token}.json"
-        budget.call(self._blobs.put, blob_key, body.encode(), staged=True)
-        return _Staged("", blob_key)
+        budget.call(self._blobs.put, blob_key, staged.body.encode(), staged=True)
+        return blob_key
 
     def _transact_append(
         self,
@@ -705,7 +710,7 @@ class DynamoSessionStore:
             }
             if meta.incarnation:
                 item["inc"] = _s(meta.incarnation)
-            if staged[event.id].blob_key:
+            if staged[event.id].offload:
                 item["blob"] = _s(staged[event.id].blob_key)
                 # Enough to answer with a placeholder should the payload ever be missing.
                 stub = {k: event.body[k] for k in ("author", "invocation_id") if k in event.body}
