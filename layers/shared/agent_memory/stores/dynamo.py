@@ -313,21 +313,22 @@ class DynamoSessionStore:
                 if stored is None:  # deleted between our write and read: create again
                     continue
                 return stored, True
+            stored = budget.call(self.get_session, key)
+            if stored is not None:
+                # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
+                return stored, stored.incarnation == incarnation
             existing = budget.call(
-                self._db.get_item, TableName=self._table, Key=self._session_key(key), ConsistentRead=True
+                self._db.get_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="deleting",
             ).get("Item")
-            if existing is None:  # deleted between our write and read: create again
-                continue
-            if "deleting" in existing:
+            if existing is not None and "deleting" in existing:
                 # A DELETE stopped part-way: finish it, then take the tombstone's place.
                 self._purge(key, budget)
                 put["ConditionExpression"] = "attribute_not_exists(PK) OR attribute_exists(deleting)"
-                continue
-            stored = budget.call(self.get_session, key)
-            if stored is None:
-                continue
-            # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
-            return stored, _attr(existing, "inc") == incarnation
+            # Else deleted between our write and read: create again.
 
     def _try_create(self, actions: list[dict[str, Any]], budget: _Budget) -> bool:
         """Write the new session (and its user/app state); False when a session item is in the way."""
