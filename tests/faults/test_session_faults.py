@@ -472,6 +472,12 @@ def test_a_throttled_create_answers_503_then_its_retry_creates(
     assert api.create(session_id="s1").status == 201
 
 
+def test_a_create_with_state_past_the_item_limit_is_413(api: Api, aws: dict[str, Any]) -> None:
+    reply = api.create(session_id="s1", state={"big": "y" * 420_000})
+    assert reply.status == 413 and reply.error["field"] == "state"
+    assert session_item(aws) is None
+
+
 # --- 7. compaction under faults --------------------------------------------------------------------------------------
 
 
