@@ -69,6 +69,9 @@ MAX_TRANSACT_BYTES = 3_500_000
 PAYLOAD_MISSING_META = "agent_memory:payload_missing"
 
 DUE_SHARDS = 8
+# Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
+# ends well inside the function's 29 s); faults have their own, shorter budget, ``aws.WRITE_BUDGET_S``.
+RACE_BUDGET_S = 20.0
 
 _T = TypeVar("_T")
 
@@ -77,11 +80,14 @@ class _Budget:
     """How long one write may keep retrying: ``WRITE_BUDGET_S`` from its start, with jittered backoff.
 
     Transient faults (throttling, a transaction cancelled for capacity or a conflict, a transport error, a 5xx)
-    end in ServiceUnavailable (503, ``Retry-After``); lost races on the session's version end in Conflict (409).
+    end in ServiceUnavailable (503, ``Retry-After``); lost races on the session's version are retried for
+    ``RACE_BUDGET_S`` and then end in Conflict (409).
     """
 
     def __init__(self, seconds: float | None = None) -> None:
-        self._deadline = time.monotonic() + (WRITE_BUDGET_S if seconds is None else seconds)
+        start = time.monotonic()
+        self._deadline = start + (WRITE_BUDGET_S if seconds is None else seconds)
+        self._race_deadline = start + RACE_BUDGET_S
         self._faults = 0
         self._races = 0
 
@@ -101,7 +107,7 @@ class _Budget:
     def after_race(self) -> None:
         """Sleep before re-reading a session whose version moved, or raise Conflict past the budget."""
         self._races += 1
-        if time.monotonic() > self._deadline:
+        if time.monotonic() > self._race_deadline:
             raise Conflict("too many concurrent writers on this session; retry the request")
         time.sleep(random.uniform(0, min(0.2, 0.005 * 2**self._races)))
 
