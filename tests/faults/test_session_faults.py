@@ -202,6 +202,17 @@ def test_lost_answers_past_botocores_retries_are_recognised_by_the_store(
     assert texts(api.get("s1").body) == ["first", "a", "b"]
 
 
+def test_timeouts_before_the_request_reaches_the_table_are_retried(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.timeout_before("TransactWriteItems", times=3)  # nothing applied, botocore gives up, the store retries
+    reply = api.append("s1", text_event("hello", id="e1"))
+    assert reply.status == 201 and reply.body["seq"] == 1
+    faults.clear()
+    assert [i["seq"]["N"] for i in event_items(aws)] == ["1"]
+
+
 def test_a_lost_answer_on_a_large_append_keeps_its_payload(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
