@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from agent_memory.errors import PreconditionFailed, SessionNotFound
+from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.memory import InMemoryBlobStore, InMemorySessionStore
-from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
+from agent_memory.stores.ports import BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from tests.conftest import BUCKET, TABLE, RequestCounter
 
@@ -86,15 +87,64 @@ def test_user_and_app_state_are_shared_across_sessions(store: SessionStore) -> N
     assert theirs is not None and theirs.user_state == {} and theirs.app_state == {"v": 2}
 
 
-def test_duplicate_event_id_stores_nothing_and_returns_the_stored_event(store: SessionStore) -> None:
+def test_resent_event_stores_nothing_and_returns_the_stored_event(store: SessionStore) -> None:
     store.create_session(record(), ScopedDelta())
     store.append_events(KEY, [event("e1", 1001.0, text="original", delta={"k": 1})], None)
-    again = store.append_events(KEY, [event("e1", 1005.0, text="changed", delta={"k": 2})], None)
+    again = store.append_events(KEY, [event("e1", 1001.0, text="original", delta={"k": 1})], None)
     assert again.created == [False]
     assert again.events[0]["content"]["parts"][0]["text"] == "original" and again.events[0]["seq"] == 1
     got = store.get_session(KEY)
     assert got is not None and got.state == {"k": 1} and got.version == 1
     assert [e["id"] for e in store.read_events(KEY, EventQuery())] == ["e1"]
+
+
+def test_a_resend_whose_timestamp_the_server_filled_matches_whatever_the_time(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    filled = dataclasses.replace(event("e1", 1001.0), timestamp_filled=True)
+    store.append_events(KEY, [filled], None)
+    later = event("e1", 1009.0)
+    resent = dataclasses.replace(later, timestamp_filled=True)
+    again = store.append_events(KEY, [resent], None)
+    assert again.created == [False] and again.events[0]["timestamp"] == 1001.0
+    # Sent with an explicit timestamp that differs, the same id is another event.
+    with pytest.raises(EventIdConflict):
+        store.append_events(KEY, [later], None)
+
+
+def test_reused_id_with_another_body_conflicts_and_stores_nothing_of_the_batch(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, text="original", delta={"k": 1})], None)
+    with pytest.raises(EventIdConflict) as info:
+        store.append_events(
+            KEY, [event("e2", 1002.0, delta={"k": 2}), event("e1", 1005.0, text="changed", delta={"k": 3})], None
+        )
+    assert info.value.field == "events[1].id" and info.value.status == 409
+    got = store.get_session(KEY)
+    assert got is not None and got.state == {"k": 1} and got.version == 1 and got.last_seq == 1
+    events = store.read_events(KEY, EventQuery())
+    assert [(e["id"], e["content"]["parts"][0]["text"]) for e in events] == [("e1", "original")]
+
+
+def test_an_id_repeated_in_a_batch_with_another_body_conflicts(store: SessionStore) -> None:
+    store.create_session(record(), ScopedDelta())
+    with pytest.raises(EventIdConflict) as info:
+        store.append_events(KEY, [event("e1", 1001.0, text="a"), event("e1", 1001.0, text="b")], None)
+    assert info.value.field == "events[1].id"
+    assert store.read_events(KEY, EventQuery()) == []
+
+
+def test_a_conflict_in_a_batch_of_several_transactions_stores_nothing(store: SessionStore) -> None:
+    # 100 events do not fit one transaction (100 actions, the session update being one): the store commits
+    # them in two, and must find the reused id before the first.
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("old", 1000.5, text="original")], None)
+    batch = [event(f"e{i:03d}", 1001.0 + i) for i in range(99)] + [event("old", 1000.5, text="changed")]
+    with pytest.raises(EventIdConflict) as info:
+        store.append_events(KEY, batch, None)
+    assert info.value.field == "events[99].id"
+    assert [e["id"] for e in store.read_events(KEY, EventQuery())] == ["old"]
+    got = store.get_session(KEY)
+    assert got is not None and got.last_seq == 1 and got.version == 1
 
 
 def test_batch_with_a_known_id_stores_only_the_new_events(store: SessionStore) -> None:
@@ -183,6 +233,38 @@ def test_timestamps_keep_full_precision(store: SessionStore) -> None:
     assert store.read_events(KEY, EventQuery(after_timestamp=ts))[0]["id"] == "e1"
 
 
+def test_a_recreated_session_is_a_new_incarnation_and_starts_empty(store: SessionStore) -> None:
+    first, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, delta={"k": 1})], None)
+    store.delete_session(KEY)
+    second, created = store.create_session(record(now=2000.0), ScopedDelta())
+    assert created and second.incarnation and second.incarnation != first.incarnation
+    assert second.last_seq == 0 and second.state == {}
+    assert store.append_events(KEY, [event("e1", 2001.0)], None).events[0]["seq"] == 1  # the id is free again
+
+
+def test_a_compaction_planned_on_a_deleted_session_stores_nothing_in_its_successor(store: SessionStore) -> None:
+    old, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    store.delete_session(KEY)
+    store.create_session(record(now=2000.0), ScopedDelta())
+    summary = event("c1", 1002.0, text="summary of the deleted conversation")
+    with pytest.raises(SessionNotFound):
+        store.append_compaction(KEY, summary, 1, 0, incarnation=old.incarnation)
+    got = store.get_session(KEY)
+    assert got is not None and got.summary_event_id is None and got.summary_end_seq == 0
+    assert store.read_events(KEY, EventQuery()) == []
+
+
+def test_a_compaction_of_the_live_incarnation_lands(store: SessionStore) -> None:
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    stored = store.append_compaction(KEY, event("c1", 1002.0), 1, 0, incarnation=live.incarnation)
+    assert stored is not None and stored["seq"] == 2
+    got = store.get_session(KEY)
+    assert got is not None and got.summary_event_id == "c1" and got.summary_end_seq == 1
+
+
 def test_in_memory_blob_store_deletes_by_prefix() -> None:
     blobs = InMemoryBlobStore()
     blobs.put("a/1", b"1")
@@ -267,3 +349,15 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
     counter.reset()
     assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=140, limit=2))] == [11, 12]
     assert counter.items_read <= 140 + 3 and counter.count("s3", "GetObject") == 2
+
+
+def test_in_memory_blob_store_keeps_a_prefix_and_tracks_staged_objects() -> None:
+    blobs = InMemoryBlobStore()
+    blobs.put("a/old/1", b"1", staged=True)
+    blobs.put("a/new/1", b"2", staged=True)
+    blobs.confirm("a/new/1")
+    assert blobs.staged == {"a/old/1"}
+    assert blobs.delete_prefix("a/", keep_prefix="a/new/") == 1
+    assert list(blobs.objects) == ["a/new/1"] and blobs.staged == set()
+    with pytest.raises(BlobMissing):
+        blobs.get("a/old/1")

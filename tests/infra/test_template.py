@@ -168,6 +168,15 @@ def test_bucket_settings() -> None:
     assert any(r.get("Status") == "Enabled" and "NoncurrentVersionExpiration" in r for r in lifecycle)
 
 
+def test_staged_session_payloads_expire_by_lifecycle() -> None:
+    from agent_memory.stores.s3 import STAGED_TAG
+
+    rules = RESOURCES["ContextBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    (rule,) = [r for r in rules if r.get("TagFilters")]
+    assert rule["Status"] == "Enabled" and rule["Prefix"] == "sessions/" and rule["ExpirationInDays"] >= 1
+    assert rule["TagFilters"] == [{"Key": STAGED_TAG, "Value": "true"}]
+
+
 def test_bucket_policy_denies_insecure_transport() -> None:
     bucket_policies = resources_of_type("AWS::S3::BucketPolicy").values()
     policies = [p for p in bucket_policies if ref(p["Properties"]["Bucket"]) == "ContextBucket"]

@@ -165,9 +165,11 @@ def test_one_bad_event_in_a_batch_stores_nothing(api: Api) -> None:
 def test_duplicate_id_answers_with_the_stored_event(api: Api) -> None:
     api.create(session_id="s1")
     first = api.append("s1", text_event("original", id="e-1", actions={"state_delta": {"k": 1}}))
-    again = api.append("s1", text_event("changed", id="e-1", actions={"state_delta": {"k": 2}}))
+    again = api.append("s1", text_event("original", id="e-1", actions={"state_delta": {"k": 1}}))
     assert first.status == 201 and again.status == 200
     assert again.body == first.body
+    changed = api.append("s1", text_event("changed", id="e-1", actions={"state_delta": {"k": 2}}))
+    assert changed.status == 409 and changed.error["code"] == "event_id_conflict" and changed.error["field"] == "id"
     session = api.get("s1").body
     assert len(session["events"]) == 1 and session["state"] == {"k": 1} and session["version"] == 1
 
@@ -194,7 +196,9 @@ def test_600kb_event_round_trips_through_s3(api: Api, aws: dict[str, Any]) -> No
     assert reply.status == 201
     assert api.get("s1").body["events"][0]["content"]["parts"][0]["text"] == text
     objects = aws["s3"].list_objects_v2(Bucket="agent-memory-test-context")["Contents"]
-    assert len(objects) == 1 and objects[0]["Key"].startswith("sessions/app/alice/s1/events/")
+    # Under the session's prefix, in its incarnation's folder.
+    assert len(objects) == 1 and objects[0]["Key"].startswith("sessions/app/alice/s1/")
+    assert "/events/" in objects[0]["Key"]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.errors import InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from agent_memory.errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from agent_memory.service.sessions import MAX_BATCH, SessionService, parse_if_match, parse_timestamp
 from agent_memory.stores.memory import InMemoryPublisher, InMemorySessionStore
 
@@ -476,12 +476,23 @@ def test_append_strips_temp_state_and_applies_deltas(session: SessionService) ->
 
 def test_append_duplicate_id_is_not_stored_twice(session: SessionService) -> None:
     first = session.append_events("app", "bob", "s1", msg("a", id="e1"))
-    again = session.append_events("app", "bob", "s1", msg("changed", id="e1"))
+    again = session.append_events("app", "bob", "s1", msg("a", id="e1"))  # a resend: the server fills the time
     assert first.created is True and again.created is False
     assert again.version == first.version == 1
     assert again.events == first.events
-    assert again.events[0]["content"]["parts"][0]["text"] == "a"
     assert len(session.get_session("app", "bob", "s1")["events"]) == 1
+
+
+def test_append_reused_id_with_another_body_is_a_conflict(session: SessionService) -> None:
+    session.append_events("app", "bob", "s1", msg("a", id="e1"))
+    with pytest.raises(EventIdConflict) as single:
+        session.append_events("app", "bob", "s1", msg("changed", id="e1"))
+    assert single.value.field == "id"
+    with pytest.raises(EventIdConflict) as batch:
+        session.append_events("app", "bob", "s1", {"events": [msg("b", id="e2"), msg("changed", id="e1")]})
+    assert batch.value.field == "events[1].id"
+    events = session.get_session("app", "bob", "s1")["events"]
+    assert [(e["id"], e["content"]["parts"][0]["text"]) for e in events] == [("e1", "a")]
 
 
 def test_append_batch_partly_duplicate_is_created(session: SessionService) -> None:

@@ -120,6 +120,8 @@ class CompactionService:
             NewEvent(id=event["id"], timestamp=event["timestamp"], body=event, delta=ScopedDelta()),
             plan.end_seq,
             record.summary_end_seq,
+            # The session read above: if it was deleted (and maybe re-created) since, the summary is not stored.
+            incarnation=record.incarnation,
         )
         if stored is None:
             return CompactionOutcome(compacted=False, reason="another compaction committed first")

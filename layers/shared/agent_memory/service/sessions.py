@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from ..errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session, chat_message_to_event, is_chat_message
 from ..policy.identifiers import validate_identifier
@@ -291,7 +291,12 @@ class SessionService:
                 raise SessionNotFound(session_id)
             expected = None
         assert not isinstance(expected, str)
-        result = self.store.append_events(key, events, expected)
+        try:
+            result = self.store.append_events(key, events, expected)
+        except EventIdConflict as exc:
+            if not batch:  # the store names events[i]; a single event's id is the body's `id`
+                exc.field = "id"
+            raise
         return AppendOutcome(events=result.events, created=any(result.created), version=result.version, batch=batch)
 
     @staticmethod
@@ -340,8 +345,9 @@ class SessionService:
 
 
 def _incarnation(record: SessionRecord) -> str:
-    # A session deleted and created again under the same id has another create time: its tokens do not carry over.
-    return repr(record.create_time)
+    # A session deleted and created again under the same id is another incarnation: its tokens do not carry over.
+    # Sessions stored before incarnations existed fall back to their create time.
+    return record.incarnation or repr(record.create_time)
 
 
 def _fit(events: list[dict[str, Any]], limit: int | None, room: int) -> tuple[list[dict[str, Any]], bool]:

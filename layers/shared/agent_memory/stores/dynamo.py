@@ -2,11 +2,13 @@
 
 Items (``PK`` / ``SK``):
 
-- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times and session state
+- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, session state, the incarnation ``inc``;
+  ``deleting`` while a DELETE is under way (a tombstone: reads answer 404, writes fail their condition)
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
-- event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq`` and ``ts``; local secondary
-  indexes ``by_seq`` and ``by_ts`` order a session's events by sequence number and by timestamp.
+- event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, ``ts``, the incarnation ``inc``, the
+  writing request's token ``w`` and the version ``v`` its transaction made; local secondary indexes ``by_seq``
+  and ``by_ts`` order a session's events by sequence number and by timestamp.
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
 ``version`` serialises appends: one TransactWriteItems per append stores the events, their state deltas and the
@@ -18,24 +20,48 @@ Reads never fail on what is stored (data of older versions, or written by anyone
 decoded by ``jsonio.load_stored`` (any depth, any number); a state key whose value does not read is left out
 with a warning; an event whose body does not read (or whose S3 payload is gone) reads as a marker event with
 ``error_code`` ``unreadable_event``; times outside what a datetime holds are clamped into it.
+
+Faults (see docs/design.md, "Fault model: session writes"): every write retries throttling, cancelled
+transactions and transport errors with jittered backoff for ``aws.WRITE_BUDGET_S``, then answers 503. A write
+whose outcome is unknown is recognised on the next attempt by the request token ``w`` stored with it (or, for a
+create, by the incarnation it chose). An offloaded payload is written tagged as staged and untagged once an event
+that refers to it is stored; nothing deletes it after a failed or unknown transaction (the bucket's lifecycle
+rule expires payloads still tagged staged after a day).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from ..aws import error_code
-from ..errors import Conflict, PayloadTooLarge, PreconditionFailed, SessionNotFound
+from ..aws import WRITE_BUDGET_S, capacity_error, error_code
+from ..errors import (
+    Conflict,
+    EventIdConflict,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ServiceUnavailable,
+    SessionNotFound,
+)
 from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp
 from ..policy.state import ScopedDelta
-from .ports import AppendResult, BlobStore, EventQuery, NewEvent, SessionKey, SessionRecord
+from .ports import (
+    AppendResult,
+    BlobStore,
+    EventQuery,
+    NewEvent,
+    SessionKey,
+    SessionRecord,
+    same_event,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +70,8 @@ STATE_SK = "#STATE"
 MAX_TRANSACT_ITEMS = 100
 # DynamoDB caps a transaction at 4 MB; keep a margin for keys and attribute names.
 MAX_TRANSACT_BYTES = 3_500_000
-APPEND_TIME_BUDGET_S = 20.0
-# Cancellation reasons an append resolves itself: a lost race (retry) or a stored event id (answer with it).
-_RETRYABLE_CODES = {"None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError"}
-
+# The custom_metadata key that marks an event read back without its offloaded payload (the object is gone).
+PAYLOAD_MISSING_META = "agent_memory:payload_missing"
 
 DUE_SHARDS = 8
 # Above any seq a session reaches; the upper bound of an open seq range.
@@ -57,10 +81,86 @@ _MAX_SEQ = 2**62
 _BACKWARD_READ_MAX = 100
 # A Query's Limit stays an int32 whatever a client asks for (one call returns at most 1 MB anyway).
 _QUERY_LIMIT_MAX = 10_000
+# Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
+# ends well inside the function's 29 s); faults have their own, shorter budget, ``aws.WRITE_BUDGET_S``.
+RACE_BUDGET_S = 20.0
+
+_T = TypeVar("_T")
 
 
-class _Duplicates(list[dict[str, Any]]):
-    """Stored events whose ids cancelled an append transaction."""
+class _Budget:
+    """How long one write may keep retrying: ``WRITE_BUDGET_S`` from its start, with jittered backoff.
+
+    Transient faults (throttling, a transaction cancelled for capacity or a conflict, a transport error, a 5xx)
+    end in ServiceUnavailable (503, ``Retry-After``); lost races on the session's version are retried for
+    ``RACE_BUDGET_S`` and then end in Conflict (409).
+    """
+
+    def __init__(self, seconds: float | None = None) -> None:
+        start = time.monotonic()
+        self._deadline = start + (WRITE_BUDGET_S if seconds is None else seconds)
+        self._race_deadline = start + RACE_BUDGET_S
+        self._faults = 0
+        self._races = 0
+
+    def after_fault(self, cause: BaseException | str) -> None:
+        """Sleep before the next attempt, or raise ServiceUnavailable when that would pass the budget."""
+        self._faults += 1
+        # Exponential from 50 ms, capped at 1 s, with jitter so that throttled writers do not retry in step.
+        delay = random.uniform(0.5, 1.0) * min(1.0, 0.025 * 2**self._faults)
+        if time.monotonic() + delay >= self._deadline:
+            what = cause if isinstance(cause, str) else (error_code(cause) or type(cause).__name__)
+            error = ServiceUnavailable(f"storage kept failing ({what}); nothing partial was kept, retry", retry_after=2)
+            if isinstance(cause, BaseException):
+                raise error from cause
+            raise error
+        time.sleep(delay)
+
+    def after_race(self) -> None:
+        """Sleep before re-reading a session whose version moved, or raise Conflict past the budget."""
+        self._races += 1
+        if time.monotonic() > self._race_deadline:
+            raise Conflict("too many concurrent writers on this session; retry the request")
+        time.sleep(random.uniform(0, min(0.2, 0.005 * 2**self._races)))
+
+    def call(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        """``fn(*args, **kwargs)``, retried on transient faults within the budget (for idempotent calls)."""
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                self.after_fault(exc)
+
+
+def _transient(exc: BaseException) -> bool:
+    """A fault a later attempt can clear (cancellations and failed conditions are read by their callers)."""
+    if error_code(exc) in {"TransactionCanceledException", "ConditionalCheckFailedException"}:
+        return False
+    return capacity_error(exc) is not None
+
+
+class _Unsettled(Exception):
+    """A transaction failed in a way a retry can clear; it may have been applied (its answer lost)."""
+
+
+@dataclass(frozen=True)
+class _Existing:
+    """A cancelled append: the stored items of the event ids that cancelled it (none: a lost race)."""
+
+    items: dict[str, dict[str, Any]]
+
+
+@dataclass
+class _Staged:
+    body: str  # the event JSON
+    offload: bool  # too large for an item: the body goes to S3
+    blob_key: str = ""  # the S3 key once uploaded
+
+    @property
+    def item_bytes(self) -> int:
+        return 0 if self.offload else len(self.body)
 
 
 @dataclass(frozen=True)
@@ -69,15 +169,18 @@ class _Counters:
     last_seq: int
     update_time: float
     summary_end_seq: int
+    incarnation: str
 
 
 @dataclass(frozen=True)
 class _Watermark:
-    """A compaction's write: its event id, the seq it covers through, and the watermark it was planned on."""
+    """A compaction's write: its event id, the seq it covers through, the watermark it was planned on and the
+    incarnation of the session it read (None: any)."""
 
     event_id: str
     end_seq: int
     expected_end_seq: int
+    incarnation: str | None
 
 
 class _WatermarkMoved(Exception):
@@ -121,8 +224,13 @@ def events_pk(key: SessionKey) -> str:
 
 
 def blob_prefix(key: SessionKey) -> str:
-    """Where a session's offloaded payloads live in the context bucket."""
+    """Where a session's offloaded payloads live in the context bucket (every incarnation)."""
     return f"sessions/{key.app_name}/{key.user_id}/{key.session_id}/"
+
+
+def incarnation_prefix(key: SessionKey, incarnation: str) -> str:
+    """Where one incarnation's payloads live (a session written before incarnations: the session's prefix)."""
+    return blob_prefix(key) + (f"{incarnation}/" if incarnation else "")
 
 
 def _s(value: str) -> dict[str, str]:
@@ -131,6 +239,11 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: float | int) -> dict[str, str]:
     return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def _attr(item: dict[str, Any], name: str) -> str:
+    """A string attribute of an item, "" when absent (a session or event written before incarnations)."""
+    return str(item.get(name, {}).get("S", ""))
 
 
 def _state_from_item(item: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +309,9 @@ class DynamoSessionStore:
     def _expiry(self, now: float) -> dict[str, str] | None:
         return _n(int(now + self._retention_s)) if self._retention_s else None
 
+    def _session_key(self, key: SessionKey) -> dict[str, Any]:
+        return {"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")}
+
     def _state_update(self, pk: str, sk: str, state: dict[str, Any]) -> dict[str, Any]:
         update = _Update()
         update.set_state(state)
@@ -210,9 +326,13 @@ class DynamoSessionStore:
         }
 
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        budget = _Budget()
+        # A fresh incarnation: nothing of an earlier session under this id (events, seq, a compaction in flight,
+        # payloads) can be taken for this one's, and a create whose answer was lost knows its own item again.
+        incarnation = uuid.uuid4().hex
         item: dict[str, Any] = {
-            "PK": _s(session_pk(record.app_name, record.user_id)),
-            "SK": _s(f"S#{record.session_id}"),
+            **self._session_key(key),
             "app_name": _s(record.app_name),
             "user_id": _s(record.user_id),
             "session_id": _s(record.session_id),
@@ -220,37 +340,73 @@ class DynamoSessionStore:
             "update_time": _n(record.update_time),
             "version": _n(0),
             "last_seq": _n(0),
+            "inc": _s(incarnation),
         }
         expiry = self._expiry(record.update_time)
         if expiry:
             item["expires_at"] = expiry
         for k, v in delta.session.items():
             item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
-        actions: list[dict[str, Any]] = [
-            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
-        ]
+        put: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(PK)",
+        }
+        actions: list[dict[str, Any]] = [{"Put": put}]
+        # User and app state ride in the same transaction: applied once, with the creation, or not at all.
         if delta.user:
             actions.append(self._state_update(session_pk(record.app_name, record.user_id), STATE_SK, delta.user))
         if delta.app:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, delta.app))
-        try:
-            if len(actions) == 1:
-                self._db.put_item(**actions[0]["Put"])
-            else:
-                self._db.transact_write_items(TransactItems=actions)
-        except self._db.exceptions.ConditionalCheckFailedException:
-            pass
-        except self._db.exceptions.TransactionCanceledException as exc:
-            if _reason_codes(exc)[0] != "ConditionalCheckFailed":
-                raise
-        else:
-            stored = self.get_session(SessionKey(record.app_name, record.user_id, record.session_id))
-            assert stored is not None
-            return stored, True
-        existing = self.get_session(SessionKey(record.app_name, record.user_id, record.session_id))
-        if existing is None:  # deleted between our write and read: create again
-            return self.create_session(record, delta)
-        return existing, False
+        while True:
+            if self._try_create(actions, budget):
+                # Events a delete that predates tombstones left behind must not show in this session.
+                self._purge(key, budget, created=True)
+                stored = budget.call(self.get_session, key)
+                if stored is None:  # deleted between our write and read: create again
+                    continue
+                return stored, True
+            stored = budget.call(self.get_session, key)
+            if stored is not None:
+                # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
+                return stored, stored.incarnation == incarnation
+            existing = budget.call(
+                self._db.get_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="deleting",
+            ).get("Item")
+            if existing is not None and "deleting" in existing:
+                # A DELETE stopped part-way: finish it, then take the tombstone's place.
+                self._purge(key, budget)
+                put["ConditionExpression"] = "attribute_not_exists(PK) OR attribute_exists(deleting)"
+            # Else deleted between our write and read: create again.
+
+    def _try_create(self, actions: list[dict[str, Any]], budget: _Budget) -> bool:
+        """Write the new session (and its user/app state); False when a session item is in the way."""
+        while True:
+            try:
+                if len(actions) == 1:
+                    self._db.put_item(**actions[0]["Put"])
+                else:
+                    self._db.transact_write_items(TransactItems=actions)
+                return True
+            except self._db.exceptions.ConditionalCheckFailedException:
+                return False
+            except self._db.exceptions.TransactionCanceledException as exc:
+                codes = _reason_codes(exc)
+                if codes and codes[0] == "ConditionalCheckFailed":
+                    return False
+                if "ValidationError" in codes:
+                    raise _too_large("state") from exc
+                budget.after_fault(exc)  # throttled, conflicting, unknown: retry (a lost answer shows as ours)
+            except Exception as exc:
+                if error_code(exc) == "ValidationException" and "size" in str(exc):
+                    raise _too_large("state") from exc
+                if not _transient(exc):
+                    raise
+                budget.after_fault(exc)
 
     def get_session(self, key: SessionKey) -> SessionRecord | None:
         pk = session_pk(key.app_name, key.user_id)
@@ -267,7 +423,7 @@ class DynamoSessionStore:
                 found[(item["PK"]["S"], item["SK"]["S"])] = item
             request = response.get("UnprocessedKeys") or {}
         session = found.get((pk, f"S#{key.session_id}"))
-        if session is None:
+        if session is None or "deleting" in session:
             return None
         record = _record_from_item(session)
         record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
@@ -281,6 +437,8 @@ class DynamoSessionStore:
         params: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
+            # A session being deleted is gone for readers (a page may come out shorter than the limit).
+            "FilterExpression": "attribute_not_exists(deleting)",
             "ExpressionAttributeValues": {":pk": _s(pk), ":prefix": _s("S#")},
             "Limit": limit,
         }
@@ -292,49 +450,95 @@ class DynamoSessionStore:
         return records, (last["SK"]["S"][2:] if last else None)
 
     def delete_session(self, key: SessionKey) -> None:
-        pk = session_pk(key.app_name, key.user_id)
-        # The session item first: from here on get and append answer 404, and a racing append fails its condition.
-        self._db.delete_item(TableName=self._table, Key={"PK": _s(pk), "SK": _s(f"S#{key.session_id}")})
+        """Tombstone, purge, then remove the session item. Any step may fail (503): the session stays deleted
+        for readers and writers, and a retry — of the DELETE, or a create under the same id — finishes the job."""
+        budget = _Budget()
+        # Gone already: still purge what an interrupted delete may have left.
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+            # From here on get and list answer without it, appends and compactions fail their condition.
+            budget.call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                UpdateExpression="SET deleting = :now REMOVE due, due_since",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues={":now": _n(time.time())},
+            )
+        self._purge(key, budget)
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+            budget.call(
+                self._db.delete_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConditionExpression="attribute_exists(deleting)",  # not a session re-created meanwhile
+            )
+
+    def _live_incarnation(self, key: SessionKey, budget: _Budget) -> str | None:
+        """The incarnation of the session under ``key`` unless it is absent or being deleted."""
+        item = budget.call(
+            self._db.get_item,
+            TableName=self._table,
+            Key=self._session_key(key),
+            ConsistentRead=True,
+            ProjectionExpression="inc, deleting",
+        ).get("Item")
+        if item is None or "deleting" in item:
+            return None
+        return _attr(item, "inc")
+
+    def _purge(self, key: SessionKey, budget: _Budget, *, created: bool = False) -> None:
+        """Delete the events and payloads of every incarnation of ``key`` but the live one (if any).
+
+        ``created``: a create has just stored the live incarnation; with no event in the partition there is
+        nothing of an earlier session to purge (one Query, the usual case)."""
         params: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk",
             "ExpressionAttributeValues": {":pk": _s(events_pk(key))},
-            "ProjectionExpression": "PK, SK",
+            "ProjectionExpression": "PK, SK, inc",
+            "ConsistentRead": True,
         }
+        found = False
+        live: str | None = None
         while True:
-            response = self._db.query(**params)
-            self._batch_delete([{"PK": i["PK"], "SK": i["SK"]} for i in response.get("Items", [])])
+            response = budget.call(self._db.query, **params)
+            items = response.get("Items", [])
+            if items:
+                found = True
+                # Read per page: a session re-created meanwhile keeps its events (a live legacy session,
+                # incarnation "", cannot meet a purge: create tombstones nothing, delete tombstones first).
+                live = self._live_incarnation(key, budget)
+                doomed = [{"PK": i["PK"], "SK": i["SK"]} for i in items if live is None or _attr(i, "inc") != live]
+                batch_write(self._db, self._table, [{"DeleteRequest": {"Key": k}} for k in doomed], budget)
             if "LastEvaluatedKey" not in response:
                 break
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        self._blobs.delete_prefix(blob_prefix(key))
-
-    def _batch_delete(self, keys: list[dict[str, Any]]) -> None:
-        batch_write(self._db, self._table, [{"DeleteRequest": {"Key": k}} for k in keys])
+        if not found:
+            if created:
+                return
+            live = self._live_incarnation(key, budget)
+        keep = incarnation_prefix(key, live) if live else None
+        budget.call(self._blobs.delete_prefix, blob_prefix(key), keep_prefix=keep)
 
     # --- events ---------------------------------------------------------------------------------------------
 
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
-        staged: dict[str, tuple[str, str]] = {}  # event id -> (body json, or "" and the S3 key of the body)
-        try:
-            return self._append(key, events, expected_version, staged, None)
-        finally:
-            # Payloads offloaded for events that did not land (an error, a duplicate id) are not kept.
-            for event_id in list(staged):
-                self._discard_staged(staged, event_id)
+        return self._append(key, events, expected_version, None)
 
     def append_compaction(
-        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+        self,
+        key: SessionKey,
+        event: NewEvent,
+        end_seq: int,
+        expected_end_seq: int,
+        *,
+        incarnation: str | None = None,
     ) -> dict[str, Any] | None:
-        staged: dict[str, tuple[str, str]] = {}
+        watermark = _Watermark(event.id, end_seq, expected_end_seq, incarnation)
         try:
-            result = self._append(key, [event], None, staged, _Watermark(event.id, end_seq, expected_end_seq))
+            result = self._append(key, [event], None, watermark)
         except _WatermarkMoved:
             return None
-        finally:
-            # Payloads offloaded for events that did not land (an error, a duplicate id) are not kept.
-            for event_id in list(staged):
-                self._discard_staged(staged, event_id)
         return result.events[0]
 
     def _append(
@@ -342,51 +546,120 @@ class DynamoSessionStore:
         key: SessionKey,
         events: list[NewEvent],
         expected_version: int | None,
-        staged: dict[str, tuple[str, str]],
         watermark: _Watermark | None,
     ) -> AppendResult:
+        budget = _Budget()
+        # Every item this request writes carries its token: an attempt whose answer was lost is known again.
+        token = uuid.uuid4().hex
+        first_index: dict[str, int] = {}
+        unique: list[NewEvent] = []
+        for i, event in enumerate(events):
+            if event.id not in first_index:
+                first_index[event.id] = i
+                unique.append(event)
+            elif not same_event(events[first_index[event.id]].body, event):
+                raise _id_conflict(event.id, i)
         results: dict[str, dict[str, Any]] = {}  # event id -> stored event
         created_ids: set[str] = set()
-        pending = _unique_by_id(events)
-        deadline = time.monotonic() + APPEND_TIME_BUDGET_S
-        attempt = 0
+        confirm: list[str] = []  # payloads that stored events refer to: untag them so that lifecycle keeps them
+        staged: dict[str, _Staged] = {}
+        pending = unique
         version = 0
+        checked = False
+        unsettled: list[NewEvent] = []  # the chunk whose last transaction may have been applied
+        landed_versions: list[int] = []  # versions made by our transactions recognised after a lost answer
+
+        def settle(event_id: str, item: dict[str, Any]) -> None:
+            """An event id found stored: ours (an earlier attempt landed), a resend, or a conflict."""
+            stored = self.event_from_item(item)
+            event = events[first_index[event_id]]
+            if _attr(item, "w") == token:
+                created_ids.add(event_id)
+                landed_versions.append(int(item.get("v", {"N": "0"})["N"]))
+            elif not same_event(stored, event):
+                raise _id_conflict(event_id, first_index[event_id])
+            results[event_id] = stored
+            if "blob" in item:
+                confirm.append(item["blob"]["S"])
+
         while pending:
-            meta = self._read_counters(key)
+            if unsettled:
+                # Did the transaction whose answer we lost land? Its items carry our token.
+                found = self._stored_items(key, [e.id for e in unsettled], budget)
+                mine = {i: item for i, item in found.items() if _attr(item, "w") == token}
+                unsettled = []
+                landed_versions.clear()
+                if mine:
+                    for event_id, item in mine.items():
+                        settle(event_id, item)
+                    version = max(landed_versions)
+                    pending = [e for e in pending if e.id not in mine]
+                    expected_version = None
+                    continue
+            meta = budget.call(self._read_counters, key)
             if meta is None:
                 raise SessionNotFound(key.session_id)
+            if watermark is not None:
+                if watermark.incarnation is not None and meta.incarnation != watermark.incarnation:
+                    raise SessionNotFound(key.session_id)  # deleted (and maybe re-created) since it was read
+                if meta.summary_end_seq != watermark.expected_end_seq:
+                    raise _WatermarkMoved()
             version = meta.version
-            if watermark is not None and meta.summary_end_seq != watermark.expected_end_seq:
-                raise _WatermarkMoved()
             if expected_version is not None and version != expected_version:
                 raise PreconditionFailed(
                     f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
                 )
-            chunk = self._take_chunk(key, pending, staged)
-            outcome = self._transact_append(key, chunk, staged, meta, watermark)
-            if not isinstance(outcome, _Duplicates):
-                for stored in outcome:
-                    results[stored["id"]] = stored
-                    created_ids.add(stored["id"])
-                    staged.pop(stored["id"], None)  # landed: its payload stays
-                done = {e.id for e in chunk}
-                pending = [e for e in pending if e.id not in done]
-                version += 1
-                # The precondition held for the batch's first transaction; later chunks (a batch too big for one
-                # transaction) only need their own conditional write.
-                expected_version = None
-                attempt = 0
+            chunk = self._take_chunk(pending, staged)
+            if not checked and (len(chunk) < len(pending) or any(staged[e.id].offload for e in chunk)):
+                # The batch takes several transactions: find reused ids before the first commits, so that a
+                # conflict stores nothing of the batch. A large event: before uploading a payload a resend
+                # does not need.
+                checked = True
+                found = self._stored_items(key, [e.id for e in pending], budget)
+                for event_id, item in found.items():
+                    settle(event_id, item)
+                if found:
+                    pending = [e for e in pending if e.id not in found]
+                    continue
+            checked = True
+            for event in chunk:
+                # (Again if the session was re-created meanwhile: a payload lives under its incarnation's prefix.)
+                here = incarnation_prefix(key, meta.incarnation)
+                if staged[event.id].offload and not staged[event.id].blob_key.startswith(here):
+                    staged[event.id].blob_key = self._upload(
+                        key, event, staged[event.id], meta.incarnation, token, budget
+                    )
+            try:
+                outcome = self._transact_append(key, chunk, staged, meta, watermark, token)
+            except _Unsettled as exc:
+                unsettled = chunk
+                budget.after_fault(exc.__cause__ or exc)
+                continue
+            if isinstance(outcome, _Existing):
+                if not outcome.items:  # lost a race on the session's version (or it changed): read again
+                    budget.after_race()
+                    continue
+                landed_versions.clear()
+                for event_id, item in outcome.items.items():
+                    settle(event_id, item)
+                if landed_versions:  # botocore's retry met our own applied transaction
+                    version = max(landed_versions)
+                    expected_version = None
+                pending = [e for e in pending if e.id not in outcome.items]
                 continue
             for stored in outcome:
                 results[stored["id"]] = stored
-                self._discard_staged(staged, stored["id"])
-            dup_ids = {d["id"] for d in outcome}
-            pending = [e for e in pending if e.id not in dup_ids]
-            if not outcome:  # lost a race on the session's version: read again and retry
-                attempt += 1
-                if time.monotonic() > deadline:
-                    raise Conflict("too many concurrent writers on this session; retry the request")
-                time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+                created_ids.add(stored["id"])
+                if staged[stored["id"]].blob_key:
+                    confirm.append(staged[stored["id"]].blob_key)
+            done = {e.id for e in chunk}
+            pending = [e for e in pending if e.id not in done]
+            version = meta.version + 1
+            # The precondition held for the batch's first transaction; later chunks (a batch too big for one
+            # transaction) only need their own conditional write.
+            expected_version = None
+        for blob_key in confirm:
+            budget.call(self._blobs.confirm, blob_key)
         created: list[bool] = []
         seen: set[str] = set()
         for event in events:
@@ -394,68 +667,83 @@ class DynamoSessionStore:
             seen.add(event.id)
         return AppendResult(events=[results[e.id] for e in events], created=created, version=version)
 
+    def _stored_items(self, key: SessionKey, event_ids: list[str], budget: _Budget) -> dict[str, dict[str, Any]]:
+        """The stored items of those of ``event_ids`` that exist (consistent reads)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(event_ids), 100):
+            keys = [{"PK": _s(events_pk(key)), "SK": _s(f"V#{i}")} for i in event_ids[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                response = budget.call(self._db.batch_get_item, RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    found[item["SK"]["S"][2:]] = item
+                request = response.get("UnprocessedKeys") or {}
+                if request:
+                    budget.after_fault("unprocessed keys")
+        return found
+
     def _read_counters(self, key: SessionKey) -> _Counters | None:
         response = self._db.get_item(
             TableName=self._table,
-            Key={"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+            Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end",
+            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting",
         )
         item = response.get("Item")
-        if item is None:
+        if item is None or "deleting" in item:
             return None
         return _Counters(
             version=int(item["version"]["N"]),
             last_seq=int(item["last_seq"]["N"]),
             update_time=float(item["update_time"]["N"]),
             summary_end_seq=int(item.get("cmp_end", {"N": "0"})["N"]),
+            incarnation=_attr(item, "inc"),
         )
 
-    def _take_chunk(
-        self, key: SessionKey, pending: list[NewEvent], staged: dict[str, tuple[str, str]]
-    ) -> list[NewEvent]:
+    def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
         """The longest prefix of ``pending`` that fits one transaction (item count and total size)."""
         chunk: list[NewEvent] = []
         size = 0
         user = app = False
         for event in pending:
             if event.id not in staged:
-                staged[event.id] = self._stage(key, event)
-            body, _ = staged[event.id]
+                body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
+                staged[event.id] = _Staged(body, len(body.encode()) > self._offload_bytes)
+            item_bytes = staged[event.id].item_bytes
             user = user or bool(event.delta.user)
             app = app or bool(event.delta.app)
             actions = len(chunk) + 1 + 1 + user + app  # the events, the session update, the state items
-            if chunk and (actions > MAX_TRANSACT_ITEMS or size + len(body) > MAX_TRANSACT_BYTES):
+            if chunk and (actions > MAX_TRANSACT_ITEMS or size + item_bytes > MAX_TRANSACT_BYTES):
                 break
             chunk.append(event)
-            size += len(body)
+            size += item_bytes
         return chunk
 
-    def _stage(self, key: SessionKey, event: NewEvent) -> tuple[str, str]:
-        """Serialise an event; offload its body to S3 when the item would be too large for one item."""
-        body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
-        if len(body.encode()) <= self._offload_bytes:
-            return body, ""
-        # A fresh object per attempt: a duplicate id must never overwrite the payload of the stored event.
-        blob_key = f"{blob_prefix(key)}events/{event.id}/{uuid.uuid4().hex}.json"
-        self._blobs.put(blob_key, body.encode())
-        return "", blob_key
+    def _upload(
+        self, key: SessionKey, event: NewEvent, staged: _Staged, incarnation: str, token: str, budget: _Budget
+    ) -> str:
+        """Offload an event's body to S3; return its key.
 
-    def _discard_staged(self, staged: dict[str, tuple[str, str]], event_id: str) -> None:
-        _, blob_key = staged.pop(event_id, ("", ""))
-        if blob_key:
-            self._blobs.delete(blob_key)
+        The key is this request's own (the token): a resend never overwrites the payload of the stored event,
+        and the object is tagged staged until an event refers to it, so an orphan (the transaction failed, or
+        its outcome is unknown and the client never comes back) expires by the bucket's lifecycle rule.
+        """
+        blob_key = f"{incarnation_prefix(key, incarnation)}events/{event.id}/{token}.json"
+        budget.call(self._blobs.put, blob_key, staged.body.encode(), staged=True)
+        return blob_key
 
     def _transact_append(
         self,
         key: SessionKey,
         chunk: list[NewEvent],
-        staged: dict[str, tuple[str, str]],
+        staged: dict[str, _Staged],
         meta: _Counters,
         watermark: _Watermark | None,
-    ) -> list[dict[str, Any]] | _Duplicates:
-        """One transaction. Returns the stored events, or the already stored events whose ids made it fail
-        (empty when it failed on the session's version: a concurrent append won)."""
+        token: str,
+    ) -> list[dict[str, Any]] | _Existing:
+        """One transaction. Returns the stored events, or the already stored items whose ids made it fail
+        (none when it failed on the session's condition: a concurrent append won, or the session changed).
+        Raises _Unsettled when a retry can clear the failure (the transaction may have been applied)."""
         now = time.time()
         expiry = self._expiry(now)
         stored: list[dict[str, Any]] = []
@@ -466,17 +754,23 @@ class DynamoSessionStore:
         seq = meta.last_seq
         for event in chunk:
             seq += 1
-            body, blob_key = staged[event.id]
             item: dict[str, Any] = {
                 "PK": _s(events_pk(key)),
                 "SK": _s(f"V#{event.id}"),
                 "seq": _n(seq),
                 "ts": _n(event.timestamp),
+                "w": _s(token),
+                "v": _n(meta.version + 1),
             }
-            if blob_key:
-                item["blob"] = _s(blob_key)
+            if meta.incarnation:
+                item["inc"] = _s(meta.incarnation)
+            if staged[event.id].offload:
+                item["blob"] = _s(staged[event.id].blob_key)
+                # Enough to answer with a placeholder should the payload ever be missing.
+                stub = {k: event.body[k] for k in ("author", "invocation_id") if k in event.body}
+                item["stub"] = _s(json.dumps(stub, separators=(",", ":"), ensure_ascii=False))
             else:
-                item["body"] = _s(body)
+                item["body"] = _s(staged[event.id].body)
             if expiry:
                 item["expires_at"] = expiry
             actions.append(
@@ -502,7 +796,14 @@ class DynamoSessionStore:
             update.set("expires_at", expiry)
         update.set_state(session_state)
         update.values[":expected"] = _n(meta.version)
-        condition = "version = :expected"
+        update.names["#inc"] = "inc"
+        # The same incarnation, not being deleted: counters read from a deleted session never reach a new one.
+        condition = "version = :expected AND attribute_not_exists(deleting) AND "
+        if meta.incarnation:
+            update.values[":inc"] = _s(meta.incarnation)
+            condition += "#inc = :inc"
+        else:
+            condition += "attribute_not_exists(#inc)"
         if watermark is None:
             # Mark the session for the compaction schedule (a sparse index: only due sessions carry `due`).
             update.set("due", _s(due_shard(key)), if_absent=True)
@@ -516,7 +817,7 @@ class DynamoSessionStore:
         session_action = {
             "Update": {
                 "TableName": self._table,
-                "Key": {"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+                "Key": self._session_key(key),
                 "UpdateExpression": update.expression(),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": update.names,
@@ -534,17 +835,26 @@ class DynamoSessionStore:
             reasons = exc.response.get("CancellationReasons", [])
             codes = {r.get("Code", "None") for r in reasons}
             if "ValidationError" in codes:
-                raise _too_large() from exc
-            if codes - _RETRYABLE_CODES:
-                raise
-            return _Duplicates(
-                self.event_from_item(reason["Item"])
-                for reason in reasons[1 : 1 + len(chunk)]
+                raise _too_large("actions.state_delta") from exc
+            if "ItemCollectionSizeLimitExceeded" in codes:
+                raise _collection_full() from exc
+            existing = {
+                event.id: reason["Item"]
+                for event, reason in zip(chunk, reasons[1 : 1 + len(chunk)], strict=False)
                 if reason.get("Code") == "ConditionalCheckFailed" and "Item" in reason
-            )
-        except self._db.exceptions.ClientError as exc:
-            if exc.response["Error"]["Code"] == "ValidationException" and "size" in str(exc):
-                raise _too_large() from exc
+            }
+            if existing or codes <= {"None", "ConditionalCheckFailed"}:
+                return _Existing(existing)
+            # Throttled, a conflicting transaction, or a reason we do not know: retry within the budget.
+            raise _Unsettled(str(sorted(codes))) from exc
+        except Exception as exc:
+            code = error_code(exc)
+            if code == "ValidationException" and "size" in str(exc):
+                raise _too_large("actions.state_delta") from exc
+            if code == "ItemCollectionSizeLimitExceededException":
+                raise _collection_full() from exc
+            if _transient(exc):
+                raise _Unsettled(code or type(exc).__name__) from exc
             raise
         return stored
 
@@ -564,13 +874,14 @@ class DynamoSessionStore:
                 raise Unreadable(f"a JSON {type(body).__name__}, not an object")
         except Unreadable as exc:
             return self._unreadable(item, f"its body is not a JSON object ({exc})", exc)
-        except (KeyError, TypeError) as exc:  # no body attribute, or (in-memory blobs) no payload
-            reason = "its payload is missing from storage" if "blob" in item else "its item holds no body"
-            return self._unreadable(item, reason, exc)
+        except (KeyError, TypeError) as exc:  # no body attribute, or no payload (BlobMissing is a KeyError)
+            if "blob" in item:
+                return self._unreadable(item, "its payload is missing from storage", exc, payload_missing=True)
+            return self._unreadable(item, "its item holds no body", exc)
         except Exception as exc:
             if error_code(exc) not in ("NoSuchKey", "404"):
                 raise
-            return self._unreadable(item, "its payload is missing from storage", exc)
+            return self._unreadable(item, "its payload is missing from storage", exc, payload_missing=True)
         body["seq"] = _whole(item, "seq")
         if not isinstance(body.get("id"), str):
             body["id"] = _unreadable_event(item, "")["id"]
@@ -578,8 +889,10 @@ class DynamoSessionStore:
         return body
 
     @staticmethod
-    def _unreadable(item: dict[str, Any], reason: str, exc: BaseException) -> dict[str, Any]:
-        marker = _unreadable_event(item, reason[:200])
+    def _unreadable(
+        item: dict[str, Any], reason: str, exc: BaseException, *, payload_missing: bool = False
+    ) -> dict[str, Any]:
+        marker = _unreadable_event(item, reason[:200], payload_missing=payload_missing)
         logger.warning(
             "stored event does not read; answered as a marker event",
             extra={"pk": item.get("PK", {}).get("S"), "event_id": marker["id"], "error": str(exc)[:200]},
@@ -665,11 +978,13 @@ class DynamoSessionStore:
     # --- the compaction schedule's index ------------------------------------------------------------------
 
     def list_due(self, limit: int) -> list[SessionKey]:
+        budget = _Budget()
         keys: list[SessionKey] = []
         for shard in range(DUE_SHARDS):
             if len(keys) >= limit:
                 break
-            response = self._db.query(
+            response = budget.call(
+                self._db.query,
                 TableName=self._table,
                 IndexName="by_due",
                 KeyConditionExpression="due = :d",
@@ -683,9 +998,11 @@ class DynamoSessionStore:
 
     def clear_due(self, key: SessionKey, version: int) -> bool:
         try:
-            self._db.update_item(
+            # Idempotent: a retry after a lost answer meets the same version and removes nothing more.
+            _Budget().call(
+                self._db.update_item,
                 TableName=self._table,
-                Key={"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(f"S#{key.session_id}")},
+                Key=self._session_key(key),
                 UpdateExpression="REMOVE due, due_since",
                 ConditionExpression="version = :v",
                 ExpressionAttributeValues={":v": _n(version)},
@@ -710,17 +1027,18 @@ class DynamoSessionStore:
         return items[:limit] if limit is not None else items
 
 
-def batch_write(db: Any, table: str, requests: list[dict[str, Any]]) -> None:
-    """BatchWriteItem in chunks of 25, retrying unprocessed items with backoff."""
+def batch_write(db: Any, table: str, requests: list[dict[str, Any]], budget: _Budget | None = None) -> None:
+    """BatchWriteItem in chunks of 25. Unprocessed items and throttles are retried with jittered backoff within
+    the write budget (``aws.WRITE_BUDGET_S``), then ServiceUnavailable (503): never a loop past the function's
+    timeout. The requests must be idempotent (puts of whole items, deletes), as a retry may repeat one."""
+    budget = budget or _Budget()
     for start in range(0, len(requests), 25):
         pending: dict[str, Any] = {table: requests[start : start + 25]}
-        delay = 0.05
         while pending:
-            response = db.batch_write_item(RequestItems=pending)
+            response = budget.call(db.batch_write_item, RequestItems=pending)
             pending = response.get("UnprocessedItems") or {}
             if pending:
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                budget.after_fault("unprocessed items")
 
 
 def _number(item: dict[str, Any], name: str) -> float | None:
@@ -750,38 +1068,55 @@ def _record_from_item(item: dict[str, Any]) -> SessionRecord:
         state=_state_from_item(item),
         summary_event_id=item["cmp_id"].get("S") if "cmp_id" in item else None,
         summary_end_seq=_whole(item, "cmp_end"),
+        incarnation=_attr(item, "inc"),
     )
 
 
-def _unreadable_event(item: dict[str, Any], reason: str) -> dict[str, Any]:
-    """What an event that does not read reads as: its id, seq and time, and an ADK error (no content)."""
+def _unreadable_event(item: dict[str, Any], reason: str, *, payload_missing: bool = False) -> dict[str, Any]:
+    """What an event that does not read reads as: its id, seq, time and (when the item kept a stub of it) author
+    and invocation, and an ADK error (no content). A missing offloaded payload is also marked in
+    ``custom_metadata`` (``PAYLOAD_MISSING_META``)."""
     sk = item.get("SK", {}).get("S", "")
-    return {
+    try:
+        stub = json.loads(item["stub"]["S"]) if "stub" in item else {}
+    except (KeyError, TypeError, ValueError):
+        stub = {}
+    stub = stub if isinstance(stub, dict) else {}
+    marker: dict[str, Any] = {
         "id": sk[2:] if sk.startswith("V#") else sk,
-        "invocation_id": "",
-        "author": "agent_memory",
+        "invocation_id": str(stub.get("invocation_id") or ""),
+        "author": str(stub.get("author") or "agent_memory"),
         "timestamp": readable_timestamp(_number(item, "ts")),
         "error_code": "unreadable_event",
         "error_message": f"the stored event could not be read: {reason}",
         "seq": _whole(item, "seq"),
     }
+    if payload_missing:
+        marker["custom_metadata"] = {PAYLOAD_MISSING_META: True}
+    return marker
 
 
-def _too_large() -> PayloadTooLarge:
+def _too_large(field: str) -> PayloadTooLarge:
     return PayloadTooLarge(
-        "the append would grow the session's state past DynamoDB's 400 KB item limit; keep large values in "
+        "the write would grow the session's state past DynamoDB's 400 KB item limit; keep large values in "
         "events or artifacts, not in state",
-        field="actions.state_delta",
+        field=field,
+    )
+
+
+def _collection_full() -> PayloadTooLarge:
+    return PayloadTooLarge(
+        "this session has reached DynamoDB's 10 GB limit for one session's events (the item collection of its "
+        "local secondary indexes); compaction does not free it: start a new session"
+    )
+
+
+def _id_conflict(event_id: str, index: int) -> EventIdConflict:
+    return EventIdConflict(
+        f"event id {event_id!r} is stored already with a different body; send a new id for a new event",
+        field=f"events[{index}].id",
     )
 
 
 def _reason_codes(exc: Any) -> list[str]:
     return [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
-
-
-def _unique_by_id(events: list[NewEvent]) -> list[NewEvent]:
-    """The events without repeats of an id (the first occurrence stands)."""
-    unique: dict[str, NewEvent] = {}
-    for event in events:
-        unique.setdefault(event.id, event)
-    return list(unique.values())

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
+import uuid
 from typing import Any
 
-from ..errors import PreconditionFailed, SessionNotFound
+from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from ..jsonio import event_size
 from ..policy.state import ScopedDelta
-from .ports import AppendResult, EventQuery, NewEvent, SessionKey, SessionRecord
+from .ports import AppendResult, BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, same_event
 
 
 class InMemorySessionStore:
@@ -34,6 +35,7 @@ class InMemorySessionStore:
             if existing is not None:
                 return self._full(existing), False
             stored = copy.deepcopy(record)
+            stored.incarnation = uuid.uuid4().hex
             stored.state = copy.deepcopy(delta.session)
             self._sessions[key] = stored
             self._events[key] = {}
@@ -75,11 +77,17 @@ class InMemorySessionStore:
             return result
 
     def append_compaction(
-        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+        self,
+        key: SessionKey,
+        event: NewEvent,
+        end_seq: int,
+        expected_end_seq: int,
+        *,
+        incarnation: str | None = None,
     ) -> dict[str, Any] | None:
         with self._lock:
             record = self._sessions.get(key)
-            if record is None:
+            if record is None or (incarnation is not None and record.incarnation != incarnation):
                 raise SessionNotFound(key.session_id)
             if record.summary_end_seq != expected_end_seq:
                 return None
@@ -110,6 +118,17 @@ class InMemorySessionStore:
                 field="If-Match",
             )
         stored_events = self._events[key]
+        # Reused ids first, so that a conflict stores nothing of the batch.
+        first: dict[str, NewEvent] = {}
+        for i, event in enumerate(events):
+            earlier = stored_events[event.id] if event.id in stored_events else first.get(event.id)
+            if earlier is None:
+                first[event.id] = event
+            elif not same_event(earlier if isinstance(earlier, dict) else earlier.body, event):
+                raise EventIdConflict(
+                    f"event id {event.id!r} is stored already with a different body; send a new id for a new event",
+                    field=f"events[{i}].id",
+                )
         out: list[dict[str, Any]] = []
         created: list[bool] = []
         new: list[NewEvent] = []
@@ -159,18 +178,32 @@ class InMemorySessionStore:
 class InMemoryBlobStore:
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.staged: set[str] = set()  # keys put staged and not confirmed
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, staged: bool = False) -> None:
         self.objects[key] = data
+        if staged:
+            self.staged.add(key)
+        else:
+            self.staged.discard(key)
+
+    def confirm(self, key: str) -> None:
+        self.staged.discard(key)
 
     def get(self, key: str) -> bytes:
+        if key not in self.objects:
+            raise BlobMissing(key)
         return self.objects[key]
 
     def delete(self, key: str) -> None:
         self.objects.pop(key, None)
+        self.staged.discard(key)
 
-    def delete_prefix(self, prefix: str) -> int:
-        doomed = [k for k in self.objects if k.startswith(prefix)]
+    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
+        doomed = [
+            k for k in self.objects if k.startswith(prefix) and (keep_prefix is None or not k.startswith(keep_prefix))
+        ]
+        self.staged.difference_update(doomed)
         for k in doomed:
             del self.objects[k]
         return len(doomed)

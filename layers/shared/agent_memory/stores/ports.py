@@ -31,6 +31,10 @@ class SessionRecord:
     app_state: dict[str, Any] = field(default_factory=dict)
     summary_event_id: str | None = None  # the newest compaction event
     summary_end_seq: int = 0  # the last seq it covers (the compaction watermark)
+    # Which life of this session id the record belongs to: chosen at create, so that nothing of a deleted
+    # session (events, seq, a compaction in flight) is taken for a re-created one's. "" for sessions stored
+    # before incarnations existed (the legacy incarnation).
+    incarnation: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,15 @@ class NewEvent:
     # The server filled in the timestamp: a resend of the same event carries another one, so comparing a
     # resend with the stored event ignores it (an id reused with a different body is a conflict).
     timestamp_filled: bool = False
+
+
+def same_event(stored: dict[str, Any], new: NewEvent) -> bool:
+    """Whether ``new`` resends the event ``stored`` holds: the same body but for ``seq`` (assigned by the store)
+    and, when the server filled in the new one's timestamp, the timestamp."""
+    ignored = {"seq", "timestamp"} if new.timestamp_filled else {"seq"}
+    return {k: v for k, v in stored.items() if k not in ignored} == {
+        k: v for k, v in new.body.items() if k not in ignored
+    }
 
 
 @dataclass
@@ -96,14 +109,19 @@ class SessionStore(Protocol):
         ...
 
     def delete_session(self, key: SessionKey) -> None:
-        """Remove the session and everything stored for it. Idempotent."""
+        """Remove the session and everything stored for it. Idempotent and retry-safe: once it has started the
+        session reads as absent, and a retry (or a create under the same id) finishes what a fault interrupted."""
         ...
 
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
         """Atomically store the events with their state deltas and bump the session's counters.
 
-        Assigns ``seq`` strictly increasing; an event whose id is stored already is not stored again (its stored
-        form is returned). Raises SessionNotFound, or PreconditionFailed when ``expected_version`` is stale.
+        Assigns ``seq`` strictly increasing; an event whose id is stored already with the same body
+        (``same_event``) is not stored again (its stored form is returned, ``created`` False). An id stored with
+        a different body, or repeated in the batch with a different body, raises EventIdConflict (field
+        ``events[i].id``) and stores nothing of the batch. Raises SessionNotFound, PreconditionFailed when
+        ``expected_version`` is stale, PayloadTooLarge, ServiceUnavailable when storage kept failing within the
+        write budget (nothing partial is visible; a retry of the same request is recognised, not stored twice).
         """
         ...
 
@@ -113,10 +131,18 @@ class SessionStore(Protocol):
         ...
 
     def append_compaction(
-        self, key: SessionKey, event: NewEvent, end_seq: int, expected_end_seq: int
+        self,
+        key: SessionKey,
+        event: NewEvent,
+        end_seq: int,
+        expected_end_seq: int,
+        *,
+        incarnation: str | None = None,
     ) -> dict[str, Any] | None:
         """Append a compaction event and move the session's watermark to ``end_seq``, atomically, if the
-        watermark is still ``expected_end_seq``; None when another compaction moved it first."""
+        watermark is still ``expected_end_seq``; None when another compaction moved it first. With
+        ``incarnation`` (the one of the record the compaction read), SessionNotFound when the session was
+        deleted meanwhile, even if it was re-created under the same id."""
         ...
 
     def list_due(self, limit: int) -> list[SessionKey]:
@@ -128,17 +154,30 @@ class SessionStore(Protocol):
         ...
 
 
+class BlobMissing(KeyError):
+    """The object is not in the store."""
+
+
 class BlobStore(Protocol):
     """Object storage for payloads too large for a table item."""
 
-    def put(self, key: str, data: bytes) -> None: ...
+    def put(self, key: str, data: bytes, *, staged: bool = False) -> None:
+        """Store ``data``; ``staged``: nothing refers to it yet, and it expires (by the bucket's lifecycle rule)
+        unless ``confirm`` is called."""
+        ...
 
-    def get(self, key: str) -> bytes: ...
+    def confirm(self, key: str) -> None:
+        """Keep a staged object: something now refers to it. Idempotent; a missing object is ignored."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; BlobMissing when there is none."""
+        ...
 
     def delete(self, key: str) -> None: ...
 
-    def delete_prefix(self, prefix: str) -> int:
-        """Delete every object under ``prefix``; return how many."""
+    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
+        """Delete every object under ``prefix`` except those under ``keep_prefix``; return how many."""
         ...
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ServiceUnavailable
+from .ports import BlobMissing
+
+# The tag of an offloaded payload no stored event refers to yet; the bucket's lifecycle rule (template.yaml,
+# expire-staged-session-payloads) expires objects still carrying it a day after they were written.
+STAGED_TAG = "agent-memory-staged"
+
 
 class S3BlobStore:
     """``client`` is a factory: the S3 client is built on first use, not on every cold start."""
@@ -17,26 +24,45 @@ class S3BlobStore:
     def _s3(self) -> Any:
         return self._client()
 
-    def put(self, key: str, data: bytes) -> None:
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType="application/json")
+    def put(self, key: str, data: bytes, *, staged: bool = False) -> None:
+        extra = {"Tagging": f"{STAGED_TAG}=true"} if staged else {}
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType="application/json", **extra)
+
+    def confirm(self, key: str) -> None:
+        """Remove the staged tag from the current version: the lifecycle rule no longer expires it."""
+        try:
+            self._s3.delete_object_tagging(Bucket=self._bucket, Key=key)
+        except self._s3.exceptions.NoSuchKey:
+            pass
+        except self._s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in {"NoSuchKey", "404"}:
+                raise
 
     def get(self, key: str) -> bytes:
-        return bytes(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
+        try:
+            return bytes(self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read())
+        except self._s3.exceptions.NoSuchKey as exc:
+            raise BlobMissing(key) from exc
 
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self._bucket, Key=key)
 
-    def delete_prefix(self, prefix: str) -> int:
-        """Delete every object version under ``prefix`` (the bucket is versioned: nothing may remain)."""
+    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
+        """Delete every object version under ``prefix`` but those under ``keep_prefix`` (the bucket is
+        versioned: nothing may remain)."""
         deleted = 0
         paginator = self._s3.get_paginator("list_object_versions")
         for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
             doomed = [
                 {"Key": v["Key"], "VersionId": v["VersionId"]}
                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+                if keep_prefix is None or not v["Key"].startswith(keep_prefix)
             ]
             for start in range(0, len(doomed), 1000):
                 batch = doomed[start : start + 1000]
-                self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True})
+                response = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True})
+                if response.get("Errors"):  # a version still holds the data: the caller must not report success
+                    first = response["Errors"][0]
+                    raise ServiceUnavailable(f"S3 could not delete {first.get('Key')!r} ({first.get('Code')}); retry")
                 deleted += len(batch)
         return deleted

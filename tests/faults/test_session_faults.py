@@ -1,0 +1,577 @@
+"""Session writes under faults injected below botocore's retries: each test asserts what storage holds afterwards
+(table items, bucket objects and versions, what GET returns) and the status the handler answered."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_memory.stores.dynamo import PAYLOAD_MISSING_META, events_pk, session_pk
+from agent_memory.stores.ports import SessionKey
+from agent_memory.stores.s3 import STAGED_TAG
+from tests.conftest import BUCKET, TABLE
+from tests.integration.conftest import Api, text_event
+
+from .injector import FaultInjector, Reply, cancelled, provisioned_exceeded, request_json, s3_error, throttle
+
+BIG = "x" * 600_000  # over the 350 KB offload threshold: the body goes to S3
+
+
+@pytest.fixture
+def api(aws: dict[str, Any], faults: FaultInjector) -> Api:
+    return Api()
+
+
+@pytest.fixture
+def short_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
+    """A write budget of 1.5 s, so that tests of what happens when it runs out stay quick."""
+    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 1.5)
+    yield 1.5
+
+
+# --- storage probes -------------------------------------------------------------------------------------------
+
+
+def event_items(aws: dict[str, Any], sid: str = "s1") -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = aws["dynamodb"].query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}},
+        ConsistentRead=True,
+    )["Items"]
+    return items
+
+
+def session_item(aws: dict[str, Any], sid: str = "s1") -> dict[str, Any] | None:
+    item: dict[str, Any] | None = (
+        aws["dynamodb"]
+        .get_item(
+            TableName=TABLE,
+            Key={"PK": {"S": session_pk("app", "alice")}, "SK": {"S": f"S#{sid}"}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    return item
+
+
+def object_versions(aws: dict[str, Any], prefix: str = "sessions/") -> list[dict[str, Any]]:
+    response = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    return list(response.get("Versions", [])) + list(response.get("DeleteMarkers", []))
+
+
+def tags(aws: dict[str, Any], key: str) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in aws["s3"].get_object_tagging(Bucket=BUCKET, Key=key)["TagSet"]}
+
+
+def texts(reply_body: dict[str, Any]) -> list[str]:
+    return [e["content"]["parts"][0]["text"] for e in reply_body["events"]]
+
+
+def retry_after(reply: Any) -> int:
+    return int(reply.headers["retry-after"])
+
+
+# --- 1. throttling and cancellations: retried within the budget, then 503 -------------------------------------
+
+
+@pytest.mark.parametrize("fault", [throttle, provisioned_exceeded], ids=["throttle", "provisioned"])
+def test_five_consecutive_throttles_on_an_append_are_absorbed(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, fault: Any
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", fault(), times=5)
+    started = time.monotonic()
+    reply = api.append("s1", text_event("hello", id="e1"))
+    elapsed = time.monotonic() - started
+    print(f"five consecutive {fault.__name__} faults on TransactWriteItems: append answered in {elapsed:.2f} s")
+    assert reply.status == 201 and reply.body["seq"] == 1
+    assert faults.calls.count("TransactWriteItems") == 6
+    assert elapsed < 12.0  # was 20-26 s: now botocore's two retries, then the store's jittered backoff
+    faults.clear()
+    assert [(i["SK"]["S"], i["seq"]["N"]) for i in event_items(aws)] == [("V#e1", "1")]
+
+
+def test_a_throttle_that_never_ends_answers_503_within_the_budget(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", throttle(), times=-1)
+    started = time.monotonic()
+    reply = api.append("s1", text_event("hello", actions={"state_delta": {"k": 1}}))
+    elapsed = time.monotonic() - started
+    print(f"TransactWriteItems throttled without end: 503 after {elapsed:.2f} s")
+    assert reply.status == 503 and reply.error["code"] == "service_unavailable" and retry_after(reply) >= 1
+    assert elapsed < 20.0  # the function stops at 29 s
+    faults.clear()
+    assert event_items(aws) == []
+    item = session_item(aws)
+    assert item is not None and item["version"]["N"] == "0" and "st:k" not in item
+
+
+@pytest.mark.parametrize(
+    "reason", ["ThrottlingError", "ProvisionedThroughputExceeded", "TransactionConflict", "SomeNewReason"]
+)
+def test_transient_cancellations_are_retried(api: Api, aws: dict[str, Any], faults: FaultInjector, reason: str) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", cancelled("None", reason), times=3)
+    reply = api.append("s1", text_event("hello", id="e1"))
+    assert reply.status == 201 and reply.body["seq"] == 1
+    faults.clear()
+    assert len(event_items(aws)) == 1
+    assert api.get("s1").body["version"] == 1
+
+
+@pytest.mark.parametrize(
+    "reason", ["ThrottlingError", "ProvisionedThroughputExceeded", "TransactionConflict", "SomeNewReason"]
+)
+def test_transient_cancellations_past_the_budget_answer_503_and_store_nothing(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float, reason: str
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", cancelled(reason, "None"), times=-1)
+    reply = api.append("s1", text_event("hello"))
+    assert reply.status == 503 and "retry-after" in reply.headers
+    faults.clear()
+    assert event_items(aws) == [] and api.get("s1").body["version"] == 0
+
+
+def test_a_session_too_large_for_its_partition_is_413(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", cancelled("None", "ItemCollectionSizeLimitExceeded"), times=-1)
+    reply = api.append("s1", text_event("hello"))
+    assert reply.status == 413 and reply.error["code"] == "payload_too_large"
+    assert "10 GB" in reply.error["message"] and "new session" in reply.error["message"]
+    assert faults.calls.count("TransactWriteItems") == 1  # not transient: not retried
+    faults.clear()
+    assert event_items(aws) == []
+
+
+def test_a_validation_cancellation_is_413(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", cancelled("ValidationError", "None"), times=-1)
+    reply = api.append("s1", text_event("hello"))
+    assert reply.status == 413 and reply.error["field"] == "actions.state_delta"
+    faults.clear()
+    assert event_items(aws) == []
+
+
+def test_a_throttled_session_read_before_the_append_is_retried(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("GetItem", throttle(), times=4)
+    assert api.append("s1", text_event("hello")).status == 201
+    faults.clear()
+    assert len(event_items(aws)) == 1
+
+
+# --- 2. an applied write whose answer was lost -------------------------------------------------------------------
+
+
+def test_a_lost_append_answer_is_recognised_on_botocores_retry(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.lose_answer("TransactWriteItems")
+    reply = api.append("s1", text_event("hello", id="e1", actions={"state_delta": {"k": 1}}))
+    assert reply.status == 201 and reply.body["seq"] == 1 and reply.headers["etag"] == '"1"'
+    faults.clear()
+    assert [i["seq"]["N"] for i in event_items(aws)] == ["1"]
+    session = api.get("s1").body
+    assert session["version"] == 1 and session["state"] == {"k": 1}
+    resend = api.append("s1", text_event("hello", id="e1", actions={"state_delta": {"k": 1}}))
+    assert resend.status == 200 and resend.body["seq"] == 1
+
+
+def test_lost_answers_past_botocores_retries_are_recognised_by_the_store(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", text_event("first", id="e0"))
+    faults.lose_answer("TransactWriteItems", times=3)  # every botocore attempt: the store sees a read timeout
+    reply = api.append("s1", {"events": [text_event("a", id="e1"), text_event("b", id="e2")]})
+    assert reply.status == 201, reply.body
+    assert [e["seq"] for e in reply.body["events"]] == [2, 3] and reply.headers["etag"] == '"2"'
+    faults.clear()
+    assert sorted(i["seq"]["N"] for i in event_items(aws)) == ["1", "2", "3"]
+    assert texts(api.get("s1").body) == ["first", "a", "b"]
+
+
+def test_timeouts_before_the_request_reaches_the_table_are_retried(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.timeout_before("TransactWriteItems", times=3)  # nothing applied, botocore gives up, the store retries
+    reply = api.append("s1", text_event("hello", id="e1"))
+    assert reply.status == 201 and reply.body["seq"] == 1
+    faults.clear()
+    assert [i["seq"]["N"] for i in event_items(aws)] == ["1"]
+
+
+def test_a_lost_answer_on_a_large_append_keeps_its_payload(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """Before: the retry met the stored event, took it for someone else's and deleted the payload it points to."""
+    api.create(session_id="s1")
+    faults.lose_answer("TransactWriteItems")
+    reply = api.append("s1", text_event(BIG, id="big"))
+    assert reply.status == 201 and reply.body["seq"] == 1
+    faults.clear()
+    (item,) = event_items(aws)
+    blob = item["blob"]["S"]
+    stored = json.loads(aws["s3"].get_object(Bucket=BUCKET, Key=blob)["Body"].read())
+    assert stored["content"]["parts"][0]["text"] == BIG
+    assert STAGED_TAG not in tags(aws, blob)  # confirmed: the lifecycle rule keeps it
+    assert [v["Key"] for v in object_versions(aws)] == [blob]
+    assert texts(api.get("s1").body) == [BIG]
+    # The client resends it: 200 with the stored event, still one payload.
+    resend = api.append("s1", text_event(BIG, id="big"))
+    assert resend.status == 200 and resend.body["seq"] == 1
+    assert [v["Key"] for v in object_versions(aws)] == [blob]
+
+
+def test_a_failed_large_append_leaves_only_a_staged_orphan(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", throttle(), times=-1)
+    assert api.append("s1", text_event(BIG, id="big")).status == 503
+    faults.clear()
+    assert event_items(aws) == []
+    (orphan,) = object_versions(aws)
+    assert tags(aws, orphan["Key"]) == {STAGED_TAG: "true"}  # the lifecycle rule expires it after a day
+    # The retry stores the event with a payload of its own; the orphan stays staged.
+    assert api.append("s1", text_event(BIG, id="big")).status == 201
+    (item,) = event_items(aws)
+    assert item["blob"]["S"] != orphan["Key"] and STAGED_TAG not in tags(aws, item["blob"]["S"])
+    assert tags(aws, orphan["Key"]) == {STAGED_TAG: "true"}
+    assert texts(api.get("s1").body) == [BIG]
+
+
+def test_a_throttled_payload_upload_is_retried(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    api.create(session_id="s1")
+    faults.fail("PutObject", s3_error("SlowDown", 503), times=4)  # past botocore's retries: the store retries
+    assert api.append("s1", text_event(BIG, id="a")).status == 201
+    faults.clear()
+    assert [i["SK"]["S"] for i in event_items(aws)] == ["V#a"] and len(object_versions(aws)) == 1
+
+
+def test_a_payload_upload_that_keeps_failing_is_503_and_stores_no_event(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("PutObject", s3_error("InternalError", 500), times=-1)
+    reply = api.append("s1", {"events": [text_event("small", id="s"), text_event(BIG, id="b")]})
+    assert reply.status == 503
+    faults.clear()
+    assert event_items(aws) == [] and api.get("s1").body["version"] == 0
+
+
+def test_an_event_whose_payload_is_gone_reads_as_a_placeholder(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", text_event(BIG, id="big", author="user"))
+    api.append("s1", text_event("after", id="small"))
+    (blob,) = [i["blob"]["S"] for i in event_items(aws) if "blob" in i]
+    for version in object_versions(aws):
+        aws["s3"].delete_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])
+    reply = api.get("s1")
+    assert reply.status == 200
+    placeholder, after = reply.body["events"]
+    assert placeholder["id"] == "big" and placeholder["seq"] == 1 and placeholder["author"] == "user"
+    assert placeholder["custom_metadata"] == {PAYLOAD_MISSING_META: True}
+    assert placeholder["error_code"] == "unreadable_event" and "content" not in placeholder
+    assert after["content"]["parts"][0]["text"] == "after"
+    assert blob  # the item still points at the key; nothing was rewritten by the read
+
+
+# --- 3. event ids reused --------------------------------------------------------------------------------------------
+
+
+def test_a_reused_id_with_another_body_is_409_and_stores_nothing(api: Api, aws: dict[str, Any]) -> None:
+    api.create(session_id="s1")
+    api.append("s1", text_event("original", id="e1"))
+    reply = api.append("s1", {"events": [text_event("new", id="e2"), text_event("changed", id="e1")]})
+    assert reply.status == 409 and reply.error == {
+        "code": "event_id_conflict",
+        "message": reply.error["message"],
+        "field": "events[1].id",
+    }
+    assert [i["SK"]["S"] for i in event_items(aws)] == ["V#e1"]
+    same = api.append("s1", text_event("original", id="e1"))
+    assert same.status == 200 and same.body["seq"] == 1
+
+
+# --- 4. incarnations: nothing of a deleted session in a re-created one --------------------------------------------
+
+
+def test_a_delete_that_fails_part_way_hides_the_session_and_a_retry_finishes_it(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", {"events": [text_event("old a", id="a"), text_event(BIG, id="b")]})
+    faults.fail("BatchWriteItem", throttle(), times=-1)
+    reply = api.request("DELETE", "/apps/app/users/alice/sessions/s1")
+    assert reply.status == 503 and "retry-after" in reply.headers
+    faults.clear()
+    assert api.get("s1").status == 404
+    assert api.request("GET", "/apps/app/users/alice/sessions").body["sessions"] == []
+    assert api.append("s1", text_event("late")).status == 404
+    assert len(event_items(aws)) == 2  # left behind by the failed delete, invisible
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert event_items(aws) == [] and session_item(aws) is None and object_versions(aws) == []
+
+
+def test_a_recreate_after_a_failed_delete_shows_nothing_old(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1", state={"user:name": "Ann"})
+    api.append("s1", {"events": [text_event("old a", id="a"), text_event(BIG, id="b"), text_event("old c", id="c")]})
+    faults.fail("Query", throttle(), times=-1)  # the delete's read of the event partition
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 503
+    faults.clear()
+    assert len(event_items(aws)) == 3
+    created = api.create(session_id="s1")
+    assert created.status == 201 and created.body["version"] == 0
+    assert api.get("s1").body["events"] == []
+    assert api.append("s1", text_event("new", id="a")).body["seq"] == 1  # the old id is free, seq starts at 1
+    got = api.get("s1").body
+    assert texts(got) == ["new"] and got["state"] == {"user:name": "Ann"}  # user state is the user's, not the session's
+    assert [i["SK"]["S"] for i in event_items(aws)] == ["V#a"]
+    assert object_versions(aws) == []  # the old payload went with the old incarnation
+
+
+def test_a_delete_whose_s3_step_fails_is_finished_by_its_retry(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", text_event(BIG, id="big"))
+    faults.fail("DeleteObjects", s3_error("InternalError", 500), times=-1)
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 503
+    faults.clear()
+    assert api.get("s1").status == 404 and event_items(aws) == [] and len(object_versions(aws)) == 1
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert session_item(aws) is None and object_versions(aws) == []
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204  # idempotent
+
+
+def test_a_lost_answer_on_each_delete_step_still_deletes(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    api.create(session_id="s1")
+    api.append("s1", {"events": [text_event("a", id="a"), text_event(BIG, id="b")]})
+    for op in ("UpdateItem", "BatchWriteItem", "DeleteItem"):
+        faults.lose_answer(op)
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    faults.clear()
+    assert session_item(aws) is None and event_items(aws) == [] and object_versions(aws) == []
+
+
+def test_batch_write_that_keeps_returning_unprocessed_items_answers_503(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", {"events": [text_event(f"t{i}", id=f"e{i}") for i in range(30)]})
+
+    def echo(request: Any) -> Reply:
+        return Reply(200, json.dumps({"UnprocessedItems": request_json(request)["RequestItems"]}).encode())
+
+    faults.respond("BatchWriteItem", echo, times=-1)
+    started = time.monotonic()
+    reply = api.request("DELETE", "/apps/app/users/alice/sessions/s1")
+    elapsed = time.monotonic() - started
+    print(f"BatchWriteItem returning every item unprocessed: DELETE answered {reply.status} after {elapsed:.2f} s")
+    assert reply.status == 503 and elapsed < 20.0
+    faults.clear()
+    assert api.get("s1").status == 404
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert event_items(aws) == []
+
+
+def test_sessions_stored_before_incarnations_still_read_append_and_delete(api: Api, aws: dict[str, Any]) -> None:
+    db = aws["dynamodb"]
+    db.put_item(
+        TableName=TABLE,
+        Item={
+            "PK": {"S": session_pk("app", "alice")},
+            "SK": {"S": "S#legacy"},
+            "app_name": {"S": "app"},
+            "user_id": {"S": "alice"},
+            "session_id": {"S": "legacy"},
+            "create_time": {"N": "1000"},
+            "update_time": {"N": "1001"},
+            "version": {"N": "1"},
+            "last_seq": {"N": "1"},
+            "st:k": {"S": "1"},
+        },
+    )
+    body = {"id": "old", "author": "user", "timestamp": 1001.0, "content": {"role": "user", "parts": [{"text": "hi"}]}}
+    db.put_item(
+        TableName=TABLE,
+        Item={
+            "PK": {"S": events_pk(SessionKey("app", "alice", "legacy"))},
+            "SK": {"S": "V#old"},
+            "seq": {"N": "1"},
+            "ts": {"N": "1001.0"},
+            "body": {"S": json.dumps(body)},
+        },
+    )
+    got = api.get("legacy")
+    assert got.status == 200 and texts(got.body) == ["hi"] and got.body["state"] == {"k": 1}
+    appended = api.append("legacy", text_event("next", id="new"))
+    assert appended.status == 201 and appended.body["seq"] == 2 and appended.headers["etag"] == '"2"'
+    assert api.request("POST", "/apps/app/users/alice/sessions/legacy/compact").status == 200
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/legacy").status == 204
+    assert event_items(aws, "legacy") == [] and session_item(aws, "legacy") is None
+
+
+def test_events_a_legacy_delete_left_behind_do_not_show_in_a_new_session(api: Api, aws: dict[str, Any]) -> None:
+    body = {"id": "ghost", "author": "user", "timestamp": 1.0, "content": {"role": "user", "parts": [{"text": "boo"}]}}
+    aws["dynamodb"].put_item(
+        TableName=TABLE,
+        Item={
+            "PK": {"S": events_pk(SessionKey("app", "alice", "s1"))},
+            "SK": {"S": "V#ghost"},
+            "seq": {"N": "7"},
+            "ts": {"N": "1.0"},
+            "body": {"S": json.dumps(body)},
+        },
+    )
+    assert api.create(session_id="s1").status == 201
+    assert api.get("s1").body["events"] == [] and event_items(aws) == []
+    assert api.append("s1", text_event("new", id="ghost")).body["seq"] == 1
+
+
+# --- 6. create under faults -----------------------------------------------------------------------------------------
+
+
+def test_a_lost_create_answer_converges_and_applies_state_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    faults.lose_answer("TransactWriteItems")  # user and app state make the create a transaction
+    reply = api.create(session_id="s1", state={"a": 1, "user:visits": 1, "app:tier": "pro"})
+    assert reply.status == 201 and reply.body["created"] is True
+    faults.clear()
+    assert reply.body["state"] == {"a": 1, "user:visits": 1, "app:tier": "pro"}
+    # The client's own retry, with other initial state: the session exists, nothing is applied again.
+    again = api.create(session_id="s1", state={"a": 2, "user:visits": 2})
+    assert again.status == 200 and again.body["created"] is False
+    assert again.body["state"] == {"a": 1, "user:visits": 1, "app:tier": "pro"}
+    assert again.body["create_time"] == reply.body["create_time"]
+
+
+def test_a_lost_put_answer_on_create_is_still_a_creation(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    faults.lose_answer("PutItem", times=3)  # past botocore's retries: the store's own retry recognises it
+    reply = api.create(session_id="s1", state={"a": 1})
+    assert reply.status == 201 and reply.body["created"] is True and reply.body["state"] == {"a": 1}
+    faults.clear()
+    item = session_item(aws)
+    assert item is not None and item["version"]["N"] == "0"
+
+
+def test_a_throttled_create_answers_503_then_its_retry_creates(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    faults.fail("PutItem", throttle(), times=-1)
+    reply = api.create(session_id="s1")
+    assert reply.status == 503 and "retry-after" in reply.headers
+    faults.clear()
+    assert session_item(aws) is None
+    assert api.create(session_id="s1").status == 201
+
+
+def test_a_create_with_state_past_the_item_limit_is_413(api: Api, aws: dict[str, Any]) -> None:
+    reply = api.create(session_id="s1", state={"big": "y" * 420_000})
+    assert reply.status == 413 and reply.error["field"] == "state"
+    assert session_item(aws) is None
+
+
+# --- 7. compaction under faults --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACTION_INTERVAL", "3")
+    monkeypatch.setenv("EVENT_RETENTION_SIZE", "2")
+    monkeypatch.setenv("TOKEN_THRESHOLD", "100000")
+
+
+def chat(api: Api, sid: str, turns: int) -> None:
+    events = []
+    for i in range(turns):
+        events += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+    assert api.append(sid, {"events": events}).status == 201
+
+
+def summaries(api: Api, sid: str = "s1") -> list[dict[str, Any]]:
+    return [e for e in api.get(sid).body["events"] if "compaction" in (e.get("actions") or {})]
+
+
+@pytest.mark.parametrize("lost", [1, 3], ids=["botocore-retry", "store-retry"])
+def test_a_lost_compaction_answer_leaves_one_summary(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, small_compaction: None, lost: int
+) -> None:
+    api.create(session_id="s1")
+    chat(api, "s1", 4)
+    faults.lose_answer("TransactWriteItems", times=lost)
+    reply = api.request("POST", "/apps/app/users/alice/sessions/s1/compact")
+    assert reply.status == 200 and reply.body["compacted"] is True, reply.body
+    faults.clear()
+    (summary,) = summaries(api)
+    assert summary["id"] == reply.body["event"]["id"]
+    item = session_item(aws)
+    assert item is not None and item["cmp_id"]["S"] == summary["id"]
+    again = api.request("POST", "/apps/app/users/alice/sessions/s1/compact")
+    assert again.body["compacted"] is False and len(summaries(api)) == 1
+
+
+def test_a_throttled_sweep_leaves_the_session_due(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, small_compaction: None, short_budget: float
+) -> None:
+    from tests.integration.test_context_api import sweep
+
+    api.create(session_id="s1")
+    chat(api, "s1", 4)
+    faults.fail("TransactWriteItems", throttle(), times=-1)
+    report = sweep()
+    assert report["failed"] == 1 and report["compacted"] == 0
+    faults.clear()
+    assert summaries(api) == []
+    item = session_item(aws)
+    assert item is not None and "due" in item
+    assert sweep()["compacted"] == 1 and len(summaries(api)) == 1
+
+
+def test_a_compaction_racing_delete_and_recreate_writes_nothing_into_the_new_session(
+    api: Api, aws: dict[str, Any], small_compaction: None
+) -> None:
+    from agent_memory.service.compaction import CompactionService, compaction_settings
+    from agent_memory.service.sessions import default_session_service
+
+    api.create(session_id="s1")
+    chat(api, "s1", 4)
+
+    class RacingSummarizer:
+        """Summarizes the old conversation while the session is deleted and created again."""
+
+        name = "racing"
+
+        def summarize(self, turns: Any, previous: Any) -> str:
+            assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+            assert api.create(session_id="s1").status == 201
+            return "summary of the deleted conversation"
+
+    service = CompactionService(default_session_service().store, RacingSummarizer(), compaction_settings())
+    from agent_memory.errors import SessionNotFound
+
+    with pytest.raises(SessionNotFound):
+        service.compact("app", "alice", "s1")
+    got = api.get("s1").body
+    assert got["events"] == [] and got["version"] == 0
+    item = session_item(aws)
+    assert item is not None and "cmp_id" not in item and "cmp_end" not in item
+    assert event_items(aws) == []
