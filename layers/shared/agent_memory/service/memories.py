@@ -17,7 +17,7 @@ from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
 from ..stores.claims import TEXT_PREFIX, ClaimStore
-from ..stores.memories import MemoryRecord, MemoryStore
+from ..stores.memories import MemoryRecord, MemoryStore, NotStored
 from ..stores.ports import EventQuery, SessionKey, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -230,6 +230,12 @@ class MemoryService:
             return 0
         try:
             added = self._memories.add(app_name, user_id, fresh)
+        except NotStored as failed:
+            try:  # none landed: give the claims back so that a retry stores them at once
+                self._claims.abandon(app_name, user_id, list(claimed))
+            except Exception as exc:
+                logger.warning("claims of a failed memory save are left to go stale", extra={"error": repr(exc)})
+            raise failed.cause from None
         except Exception:
             self._settle_failed_store(app_name, user_id, {k: keys[k] for k in claimed})
             raise

@@ -22,10 +22,11 @@ lost):
   clears the list. A failure in between leaves the list for the forget's retry or the next write of that
   user's memory to finish; a forget answers only once nothing is pending.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
-  deletes every version of every object under the prefix except the parts of that epoch, then the
-  tombstone itself. A save that read the older manifest meets the new epoch at its conditional write and
-  redoes its part in the new epoch, so it lands either before the forget-all (and is deleted with the rest)
-  or after it (and starts afresh); an interrupted purge is finished by the next write.
+  deletes every version of every object under the prefix except the parts of that epoch and the current
+  manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
+  manifest meets the new epoch at its conditional write and redoes its part in the new epoch, so it lands
+  either before the forget-all (and is deleted with the rest) or after it (and starts afresh); an
+  interrupted purge is finished by the forget-all's retry or the next write.
 - **orphans** (parts no manifest names) are deleted by the next merge or forget when they belong to an older
   epoch or are older than ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a
   memory being forgotten.
@@ -184,6 +185,14 @@ class _NotModified(Exception):
     pass
 
 
+class NotStored(Exception):
+    """``add`` failed before any write that could name its records: none of them landed (``cause`` says why)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.cause = cause
+
+
 class S3MemoryStore:
     """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``.
 
@@ -197,14 +206,14 @@ class S3MemoryStore:
         build_index: Callable[[list[MemoryRecord]], Any],
         load_index: Callable[[bytes], Any],
         combine: Callable[[list[Any]], Any],
-        orphan_grace_s: float = ORPHAN_GRACE_S,
+        orphan_grace_s: float | None = None,
     ) -> None:
         self._client = client
         self._bucket = bucket
         self._build_index = build_index
         self._load_index = load_index
         self._combine = combine
-        self._orphan_grace_s = orphan_grace_s
+        self._orphan_grace_s = orphan_grace_s  # None: ORPHAN_GRACE_S, read when used
         self._lock = threading.Lock()  # the caches are shared by the threads of a local server
         self._parts: dict[str, Part] = {}  # immutable objects, by key
         self._views: dict[str, tuple[Manifest, Part]] = {}  # user prefix -> (manifest, combined view)
@@ -449,7 +458,8 @@ class S3MemoryStore:
         current = self._read_manifest(prefix)
         live = set(current.objects())
         pending = pending | set(current.pending_delete)
-        oldest = time.time() - self._orphan_grace_s
+        grace = ORPHAN_GRACE_S if self._orphan_grace_s is None else self._orphan_grace_s
+        oldest = time.time() - grace
         doomed: list[dict[str, Any]] = []
         young: dict[str, list[dict[str, Any]]] = {}
         for v in versions:
@@ -493,14 +503,17 @@ class S3MemoryStore:
         self._forget_view(prefix, parts_too=True)
         if not current.purge:
             return
-        if current.is_empty() and current.version_id:
-            # Deleting that one version leaves any manifest a save wrote since in place; a save still to
-            # write over the tombstone finds it gone and starts afresh.
-            self._s3.delete_object(Bucket=self._bucket, Key=manifest_key, VersionId=current.version_id)
-        else:
-            cleared = current.successor()
-            cleared.purge = False
-            self._write_manifest(prefix, cleared, current)  # lost race: the winner saw the flag and purged
+        # The emptied manifest stays (without the flag): were it deleted, a save that read "no manifest"
+        # before this forget-all could create one naming a part the purge deleted.
+        cleared = current.successor()
+        cleared.purge = False
+        if self._write_manifest(prefix, cleared, current) is not None and current.version_id:
+            # The tombstone's own version holds nothing but it need not linger either (best effort).
+            try:
+                self._s3.delete_object(Bucket=self._bucket, Key=manifest_key, VersionId=current.version_id)
+            except Exception as exc:
+                logger.warning("could not delete the tombstone's version", extra={"error": repr(exc)})
+        # A lost race: the winner saw the flag and purged before writing.
 
     # --- use cases ------------------------------------------------------------------------------------------
 
@@ -528,7 +541,8 @@ class S3MemoryStore:
 
     def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
         """Store those of ``records`` whose ids the user's memory does not hold yet, as one new segment; return
-        their ids. Safe to retry after any fault: what an earlier attempt stored is skipped."""
+        their ids. Safe to retry after any fault: what an earlier attempt stored is skipped. Raises
+        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed)."""
         if not records:
             return []
         prefix = user_prefix(app_name, user_id)
@@ -571,10 +585,12 @@ class S3MemoryStore:
                     return [r.id for r in fresh]
                 self._discard(snapshot)
                 delay = self._backoff(deadline, delay)
-        except BaseException:
-            if part is not None and not exposed:
+        except Exception as exc:
+            if exposed:
+                raise  # the manifest write may have been applied: the part may be named, keep it
+            if part is not None:
                 self._discard(part[0])
-            raise
+            raise NotStored(exc) from exc
 
     def _finish_pending(self, prefix: str, pending: list[str]) -> list[str]:
         """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
