@@ -307,7 +307,7 @@ SAVE_FAULTS = {
 
 @pytest.mark.parametrize("name", list(SAVE_FAULTS))
 def test_a_save_retried_after_any_fault_stores_each_record_once(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed_texts(api, FACTS[:1])  # an existing manifest, so that its writes are conditional on its ETag
     inject, status = SAVE_FAULTS[name]
@@ -328,8 +328,12 @@ def test_a_save_retried_after_any_fault_stores_each_record_once(
     assert len(held) == 3
     if name == "commit throttled":
         # The records landed before the commit failed: their claims were kept (not released), so the retry
-        # stored nothing again; they stay uncommitted until they go stale, and the store skips them then.
+        # stored nothing again; they stay uncommitted until they go stale...
         assert retry.body["saved"] == 0 and sorted(held.values()) == [False, False, True]
+        monkeypatch.setattr("agent_memory.stores.claims.STALE_AFTER_S", -1)
+        # ...and a save that claims them again then finds them stored: nothing twice, claims committed.
+        assert save(api, body).body["saved"] == 0
+        assert set(stored_record_ids(aws).values()) == {1} and all(claims(aws).values())
     else:
         assert first.body.get("saved", 0) + retry.body["saved"] == 2  # each record counted saved once
         assert all(held.values())
