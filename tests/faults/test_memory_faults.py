@@ -481,3 +481,52 @@ def test_throttling_answers_503_with_retry_after(
     assert time.monotonic() - started < 12.0
     faults.clear()
     assert sorted(texts(api, "peanuts Porto oboe")) in (sorted(FACTS), sorted(FACTS[1:]), [])
+
+
+FORGET_LOST_ANSWERS = {
+    "forget: merge write": ("forget", "PutObject", on_key("manifest.json")),
+    "forget: part delete": ("forget", "DeleteObjects", None),
+    "forget-all: tombstone": ("forget_all", "PutObject", on_key("manifest.json")),
+    "forget-all: delete": ("forget_all", "DeleteObjects", None),
+    "forget-all: claims": ("forget_all", "BatchWriteItem", None),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGET_LOST_ANSWERS))
+def test_a_forget_whose_answer_was_lost_is_recognised(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
+) -> None:
+    seed_texts(api)
+    route, operation, when = FORGET_LOST_ANSWERS[name]
+    faults.lose_answer(operation, when=when)
+    if route == "forget":
+        assert api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}").status == 204
+        assert b"peanuts" not in stored_bytes(aws) and b"Porto" in stored_bytes(aws)
+        assert sorted(texts(api, "peanuts Porto oboe")) == sorted(FACTS[1:])
+        assert not orphans(aws) and manifest(aws)["pending_delete"] == []
+    else:
+        assert api.request("DELETE", BASE).status == 204
+        assert_nothing_left(aws)
+        assert texts(api, "peanuts Porto oboe") == [] and claims(aws) == {}
+    assert faults.rules[0].hits == 1  # the fault did happen
+
+
+def test_a_lost_manifest_answer_followed_by_another_writer_is_still_recognised(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    seed_texts(api, FACTS[:1])
+
+    def applied_then_overtaken(apply: Callable[[], Any], _event: str, request: Any) -> Any:
+        apply()  # the save's manifest write lands...
+        assert save(api, {"memories": [{"text": "another writer's fact"}]}).status == 200  # ...another follows
+        raise ReadTimeoutError(endpoint_url=request.url)  # ...and the first answer is lost
+
+    faults.add("PutObject", applied_then_overtaken, when=only_if_match)
+    reply = save(api, {"memories": [{"text": t} for t in FACTS[1:]]})
+    assert reply.status == 200 and reply.body["saved"] == 2
+    counts = stored_record_ids(aws)
+    assert len(counts) == 4 and set(counts.values()) == {1}
+    assert set(named_parts(aws)) == {v["Key"] for v in versions(aws, PREFIX + "parts/")}  # nothing discarded
+    assert len(texts(api, "peanuts Porto oboe fact")) == 4

@@ -549,10 +549,18 @@ class S3MemoryStore:
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
         part: tuple[str, str, frozenset[str]] | None = None  # (key, epoch, ids) of the segment this call wrote
+        unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
         exposed = False  # a manifest write naming the part is under way: it may be referenced
         try:
             while True:
                 manifest, view, missing = self._state(prefix)
+                if part is not None and set(unsure) & set(manifest.objects()):
+                    # Our write was applied after all (its answer was lost, and another writer followed).
+                    return [r.id for r in records if r.id in part[2]]
+                for key in unsure:  # not named: our write never landed (or was merged away since)
+                    if part is None or key != part[0]:
+                        self._discard(key)
+                unsure = []
                 if manifest.purge:
                     self._purge(prefix)  # a forget-all was interrupted: finish it before adding anything
                     self._backoff(deadline, 0)  # within the budget still
@@ -583,11 +591,11 @@ class S3MemoryStore:
                     if snapshot is not None:
                         self._settle(prefix, written, forgotten=None, required=False)
                     return [r.id for r in fresh]
-                self._discard(snapshot)
+                unsure = [part[0]] + ([snapshot] if snapshot else [])
                 delay = self._backoff(deadline, delay)
         except Exception as exc:
-            if exposed:
-                raise  # the manifest write may have been applied: the part may be named, keep it
+            if exposed or unsure:
+                raise  # a manifest write naming the part may have been applied: keep it (an orphan at worst)
             if part is not None:
                 self._discard(part[0])
             raise NotStored(exc) from exc
@@ -609,8 +617,12 @@ class S3MemoryStore:
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
+        unsure: str | None = None  # the snapshot of a write of ours that lost its race, or seemed to
         while True:
             manifest, view, missing = self._state(prefix)
+            if unsure is not None and unsure not in manifest.objects():
+                self._discard(unsure)  # not named: that write never landed (or was merged away since)
+            unsure = None
             if manifest.purge:
                 self._purge(prefix)
                 self._backoff(deadline, 0)  # within the budget still
@@ -625,7 +637,7 @@ class S3MemoryStore:
             if written is not None:
                 manifest = written
                 break
-            self._discard(snapshot)
+            unsure = snapshot
             delay = self._backoff(deadline, delay)
         self._forget_view(prefix)
         self._settle(prefix, manifest, forgotten=ids, required=True)
