@@ -9,7 +9,7 @@ import pytest
 
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.claims import STALE_AFTER_S, ClaimStore, DynamoClaimStore, InMemoryClaimStore
-from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord, MemoryStore, S3MemoryStore
+from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord, MemoryStore, S3MemoryStore, encode_part
 from tests.conftest import BUCKET, TABLE
 
 
@@ -107,3 +107,83 @@ def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) 
     assert len(keys) <= 1 + 1 + 9  # the manifest, a snapshot, at most MAX_SEGMENTS (+1 in flight) segments
     fresh = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
     assert len(fresh.view("app", "alice").records) == 30
+
+
+def test_abandon_gives_back_only_uncommitted_claims(claims: ClaimStore) -> None:
+    claims.claim("app", "alice", ["landed", "lost"])
+    claims.commit("app", "alice", ["landed"])
+    claims.abandon("app", "alice", ["landed", "lost", "never-claimed"])
+    assert claims.claim("app", "alice", ["landed", "lost"]) == {"lost"}
+
+
+def test_commit_events_settles_every_uncommitted_event_claim(claims: ClaimStore, clock: Clock) -> None:
+    claims.claim("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"])
+    claims.commit("app", "alice", ["E#s1#e1"])
+    claims.commit_events("app", "alice")
+    clock.now += STALE_AFTER_S + 1
+    # The event claims never go stale now; the text claim, still uncommitted, does.
+    assert claims.claim("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"]) == {"T#abc"}
+    assert claims.claim("app", "bob", ["E#s1#e1"]) == {"E#s1#e1"}  # per user
+
+
+def test_add_skips_records_already_held_and_returns_what_it_stored(memories: MemoryStore) -> None:
+    assert memories.add("app", "alice", [record(1), record(2)]) == ["m1", "m2"]
+    assert memories.add("app", "alice", [record(2), record(3)]) == ["m3"]  # a retry, or a racing save
+    assert memories.add("app", "alice", [record(1)]) == []
+    view = memories.view("app", "alice")
+    assert set(view.records) == {"m1", "m2", "m3"}
+    assert sorted(i for i, _ in view.index.search("fact", 10)) == ["m1", "m2", "m3"]  # no duplicates
+
+
+def test_forgetting_what_is_not_there_changes_nothing(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [record(1, "likes green tea")])
+    memories.forget("app", "alice", ["m9"])
+    memories.forget("app", "alice", ["m1"])
+    memories.forget("app", "alice", ["m1"])  # idempotent
+    assert memories.view("app", "alice").records == {}
+
+
+def test_a_save_after_forget_all_starts_afresh(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [record(1), record(2)])
+    memories.forget_all("app", "alice")
+    memories.forget_all("app", "alice")  # idempotent
+    assert memories.add("app", "alice", [record(2)]) == ["m2"]
+    assert set(memories.view("app", "alice").records) == {"m2"}
+    assert memories.view("app", "bob").records == {}
+
+
+def s3_versions(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    listed = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="memories/app/alice/")
+    return list(listed.get("Versions", [])) + list(listed.get("DeleteMarkers", []))
+
+
+def test_the_s3_store_leaves_no_version_behind(aws: dict[str, Any]) -> None:
+    store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+    for i in range(12):  # merges on the way
+        store.add("app", "alice", [record(i, f"fact {i} about tea")])
+    store.forget("app", "alice", ["m3"])
+    stored = b"".join(
+        aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+        for v in s3_versions(aws)
+        if "VersionId" in v and not v["Key"].endswith("manifest.json")
+    )
+    assert b"fact 3 about" not in stored and b"fact 4 about" in stored
+    parts = {v["Key"] for v in s3_versions(aws) if "/parts/" in v["Key"]}
+    assert len(parts) == 1  # the one snapshot: every replaced part is deleted, every version of it
+    store.forget_all("app", "alice")
+    assert {v["Key"] for v in s3_versions(aws)} == {"memories/app/alice/manifest.json"}  # empty, no text
+
+
+def test_the_s3_store_deletes_orphans_past_their_grace(aws: dict[str, Any]) -> None:
+    store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+    store.add("app", "alice", [record(1)])
+    orphan = "memories/app/alice/parts/0123456789abcdef0123456789abcdef.mem"
+    aws["s3"].put_object(Bucket=BUCKET, Key=orphan, Body=encode_part([record(5)], build([record(5)]).to_bytes()))
+    store.forget("app", "alice", ["m9"])
+    assert {v["Key"] for v in s3_versions(aws)} >= {orphan}  # young: perhaps a save about to name it
+    patient = S3MemoryStore(
+        lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, orphan_grace_s=0
+    )
+    patient.forget("app", "alice", ["m9"])
+    assert orphan not in {v["Key"] for v in s3_versions(aws)}
+    assert set(patient.view("app", "alice").records) == {"m1"}

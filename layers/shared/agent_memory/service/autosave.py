@@ -3,8 +3,10 @@
 Records arrive in batches (the event source mapping's batch size and batching window play the role of
 "every 60 seconds or every 10 events"). Events are grouped by session and saved through the same path as
 the save route, sharing its idempotency record. A session whose save fails has its records reported as
-batch item failures, so Lambda retries from there without losing or duplicating the rest (a retried record
-that was already stored is skipped by its claim).
+batch item failures, so Lambda retries from there without losing or duplicating the rest: a retried record
+that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a
+save that failed after its records landed). An event whose stored timestamp no datetime holds (old data) is
+dated by the save time, so it never makes every later batch of its session fail.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
 from ..stores.claims import TEXT_PREFIX, ClaimStore
-from ..stores.memories import MemoryRecord, MemoryStore
+from ..stores.memories import MemoryRecord, MemoryStore, NotStored
 from ..stores.ports import EventQuery, SessionKey, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -47,12 +48,32 @@ def claim_key(record: MemoryRecord) -> str:
     return TEXT_PREFIX + record.id[2:]
 
 
+# The timestamps a datetime holds (years 1 to 9999), in epoch seconds.
+_MIN_TS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_MAX_TS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+
+
+def _finite_timestamp(value: Any) -> float | None:
+    """``value`` as epoch seconds when it is a number a datetime can hold; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        ts = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return ts if math.isfinite(ts) and _MIN_TS <= ts <= _MAX_TS else None
+
+
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+    safe = _finite_timestamp(ts)
+    if safe is None:  # out of range: the nearest end (NaN: the epoch)
+        safe = _MAX_TS if ts > 0 else _MIN_TS if ts < 0 else 0.0
+    return datetime.fromtimestamp(safe, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _date_text(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%A %d %B %Y")
+    safe = _finite_timestamp(ts)
+    return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
 
 
 def memory_entry(record: MemoryRecord, score: float) -> dict[str, Any]:
@@ -136,7 +157,9 @@ class MemoryService:
                 continue
             text = memory_text(kept)
             author = str(event.get("author") or normalise_role(event))
-            ts = float(event.get("timestamp") or self._clock())
+            # An event stored before timestamps were bounded may hold one no datetime does (NaN, 1e20): the
+            # memory is dated when it is saved instead, and the stored event stays as it is.
+            ts = _finite_timestamp(event.get("timestamp")) or self._clock()
             records.append(
                 MemoryRecord(
                     id=event_memory_id(key.session_id, str(event["id"])),
@@ -196,18 +219,39 @@ class MemoryService:
         return {"saved": saved, "skipped": len(items) - saved}
 
     def _store(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> int:
+        """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
+        ids it holds), commit. Claims are given back only for records known not to have landed."""
         if not records:
             return 0
         keys = {claim_key(r): r for r in records}
         claimed = self._claims.claim(app_name, user_id, list(keys))
         fresh = [keys[k] for k in keys if k in claimed]
+        if not fresh:
+            return 0
         try:
-            self._memories.add(app_name, user_id, fresh)
+            added = self._memories.add(app_name, user_id, fresh)
+        except NotStored as failed:
+            try:  # none landed: give the claims back so that a retry stores them at once
+                self._claims.abandon(app_name, user_id, list(claimed))
+            except Exception as exc:
+                logger.warning("claims of a failed memory save are left to go stale", extra={"error": repr(exc)})
+            raise failed.cause from None
         except Exception:
-            self._claims.release(app_name, user_id, list(claimed))
+            self._settle_failed_store(app_name, user_id, {k: keys[k] for k in claimed})
             raise
         self._claims.commit(app_name, user_id, list(claimed))
-        return len(fresh)
+        return len(added)
+
+    def _settle_failed_store(self, app_name: str, user_id: str, claimed: dict[str, MemoryRecord]) -> None:
+        """After a failed store: commit the claims of records that landed anyway (a lost answer), give back the
+        others so that a retry stores them at once. When the memory cannot be read either, keep every claim:
+        they go stale, and the store skips what it holds when they are claimed again."""
+        try:
+            held = self._memories.view(app_name, user_id).records
+            self._claims.commit(app_name, user_id, [k for k, r in claimed.items() if r.id in held])
+            self._claims.abandon(app_name, user_id, [k for k, r in claimed.items() if r.id not in held])
+        except Exception as exc:
+            logger.warning("claims of a failed memory save are left to go stale", extra={"error": repr(exc)})
 
     # --- search and forget ----------------------------------------------------------------------------------
 
@@ -237,15 +281,19 @@ class MemoryService:
         validate_identifier(user_id, "user_id")
         validate_identifier(memory_id, "memory_id")
         record = self._memories.view(app_name, user_id).records.get(memory_id)
-        if record is None:
-            return  # idempotent: forgetting what is not there succeeds
+        if record is not None and record.event_id is not None:
+            # Before the record goes: a save whose commit was lost left its claim uncommitted, and a stale
+            # claim would let auto-save store the forgotten event again.
+            self._claims.commit(app_name, user_id, [claim_key(record)])
+        # Always, even when the record is gone: a retry finishes the deletions an earlier attempt left pending.
         self._memories.forget(app_name, user_id, [memory_id])
-        if record.event_id is None:
-            self._claims.release(app_name, user_id, [claim_key(record)])
+        if memory_id.startswith("t-"):  # a direct text's claim is named by its id: the user may add it again
+            self._claims.release(app_name, user_id, [TEXT_PREFIX + memory_id[2:]])
 
     def forget_all(self, app_name: str, user_id: str) -> None:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
+        self._claims.commit_events(app_name, user_id)  # no forgotten event comes back through a stale claim
         self._memories.forget_all(app_name, user_id)
         self._claims.release_texts(app_name, user_id)
 

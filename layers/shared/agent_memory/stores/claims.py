@@ -7,19 +7,28 @@ nothing for it. A claim that was never committed (its save died between claim an
 comes back through auto-save; the claim of a directly added text is released when it is forgotten, so the
 user can add it again.
 
-DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``memory_id``, ``committed``, ``claimed_at``.
+Faults: a claim whose answer was lost is recognised as this save's by the ``owner`` token it carries; a claim
+call that fails gives back what it claimed; a save whose store failed gives back (``abandon``) only the claims
+of records that did not land, and a commit never undoes a claim. A claim left uncommitted by a fault goes stale;
+the memory store skips records it already holds, so a later save of them stores nothing twice.
+
+DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``committed``, ``claimed_at``, ``owner``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from .dynamo import batch_write
 
+logger = logging.getLogger(__name__)
 STALE_AFTER_S = 300
 # A claim is free when nobody holds it, or when its save died before committing it long enough ago.
 _FREE = "attribute_not_exists(PK) OR (committed = :f AND claimed_at < :stale)"
@@ -30,10 +39,21 @@ class ClaimStore(Protocol):
         """Claim ``keys``; return those this call claimed (the others are held by earlier saves)."""
         ...
 
-    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None: ...
+    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        """Mark claims committed: their records are stored (or were, and are forgotten)."""
+        ...
 
     def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Give claims back (a failed save, or a forgotten direct text)."""
+        """Give claims back whatever their state (a forgotten direct text)."""
+        ...
+
+    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        """Give back claims a failed save holds for records that did not land; a committed claim stays."""
+        ...
+
+    def commit_events(self, app_name: str, user_id: str) -> None:
+        """Mark every uncommitted event claim of the user committed (forget-all: whatever a save in flight or a
+        failed commit left is forgotten too, and auto-save never brings it back)."""
         ...
 
     def release_texts(self, app_name: str, user_id: str) -> None:
@@ -42,6 +62,7 @@ class ClaimStore(Protocol):
 
 
 TEXT_PREFIX = "T#"
+EVENT_PREFIX = "E#"
 
 
 class DynamoClaimStore:
@@ -58,13 +79,23 @@ class DynamoClaimStore:
         # One conditional PutItem per key, a few at a time: half the write units of a transaction, and one
         # key already held does not cancel the others.
         unique = list(dict.fromkeys(keys))
+        owner = uuid.uuid4().hex
         if len(unique) <= 1:
-            return {k for k in unique if self._claim_one(app_name, user_id, k)}
+            return {k for k in unique if self._claim_one(app_name, user_id, k, owner)}
         with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
-            won = list(pool.map(lambda k: self._claim_one(app_name, user_id, k), unique))
-        return {k for k, ok in zip(unique, won, strict=True) if ok}
+            futures = [pool.submit(self._claim_one, app_name, user_id, k, owner) for k in unique]
+        won = {k for k, f in zip(unique, futures, strict=True) if f.exception() is None and f.result()}
+        failure = next((f.exception() for f in futures if f.exception() is not None), None)
+        if failure is not None:
+            # Nothing is stored for them yet: give them back, or a retry would find them held for minutes.
+            try:
+                self.abandon(app_name, user_id, sorted(won))
+            except Exception as exc:
+                logger.warning("could not give back the claims of a failed claim call", extra={"error": repr(exc)})
+            raise failure
+        return won
 
-    def _claim_one(self, app_name: str, user_id: str, key: str) -> bool:
+    def _claim_one(self, app_name: str, user_id: str, key: str, owner: str) -> bool:
         now = self._clock()
         try:
             self._db.put_item(
@@ -74,12 +105,17 @@ class DynamoClaimStore:
                     "SK": {"S": f"C#{key}"},
                     "committed": {"BOOL": False},
                     "claimed_at": {"N": repr(now)},
+                    "owner": {"S": owner},
                 },
                 ConditionExpression=_FREE,
                 ExpressionAttributeValues={":f": {"BOOL": False}, ":stale": {"N": repr(now - STALE_AFTER_S)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except self._db.exceptions.ConditionalCheckFailedException:
-            return False
+        except self._db.exceptions.ConditionalCheckFailedException as exc:
+            # Held: by another save, or by this one when an applied PutItem lost its answer and botocore's
+            # retry met the condition the first attempt made true.
+            held = exc.response.get("Item") or {}
+            return bool(held.get("owner", {}).get("S") == owner and not held.get("committed", {}).get("BOOL"))
         return True
 
     def _batch(self, requests: list[dict[str, Any]]) -> None:
@@ -111,21 +147,47 @@ class DynamoClaimStore:
             ]
         )
 
-    def release_texts(self, app_name: str, user_id: str) -> None:
+    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
+            for future in [pool.submit(self._abandon_one, app_name, user_id, k) for k in unique]:
+                future.result()
+
+    def _abandon_one(self, app_name: str, user_id: str, key: str) -> None:
+        # A claim committed since (a forget marked it) or gone already: nothing to give back.
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+            self._db.delete_item(
+                TableName=self._table,
+                Key={"PK": self._pk(app_name, user_id), "SK": {"S": f"C#{key}"}},
+                ConditionExpression="committed = :f",
+                ExpressionAttributeValues={":f": {"BOOL": False}},
+            )
+
+    def _claim_keys(self, app_name: str, user_id: str, prefix: str, uncommitted_only: bool) -> list[str]:
         params: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
-            "ExpressionAttributeValues": {":pk": self._pk(app_name, user_id), ":p": {"S": f"C#{TEXT_PREFIX}"}},
+            "ExpressionAttributeValues": {":pk": self._pk(app_name, user_id), ":p": {"S": f"C#{prefix}"}},
             "ProjectionExpression": "SK",
         }
+        if uncommitted_only:
+            params["FilterExpression"] = "committed = :f"
+            params["ExpressionAttributeValues"][":f"] = {"BOOL": False}
         keys: list[str] = []
         while True:
             response = self._db.query(**params)
             keys += [item["SK"]["S"][2:] for item in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
-                break
+                return keys
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        self.release(app_name, user_id, keys)
+
+    def release_texts(self, app_name: str, user_id: str) -> None:
+        self.release(app_name, user_id, self._claim_keys(app_name, user_id, TEXT_PREFIX, uncommitted_only=False))
+
+    def commit_events(self, app_name: str, user_id: str) -> None:
+        self.commit(app_name, user_id, self._claim_keys(app_name, user_id, EVENT_PREFIX, uncommitted_only=True))
 
 
 class InMemoryClaimStore:
@@ -154,6 +216,20 @@ class InMemoryClaimStore:
         with self._lock:
             for key in keys:
                 self._claims.pop((app_name, user_id, key), None)
+
+    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                held = self._claims.get((app_name, user_id, key))
+                if held is not None and not held[0]:
+                    del self._claims[(app_name, user_id, key)]
+
+    def commit_events(self, app_name: str, user_id: str) -> None:
+        with self._lock:
+            now = self._clock()
+            for claim, (committed, _) in list(self._claims.items()):
+                if claim[:2] == (app_name, user_id) and claim[2].startswith(EVENT_PREFIX) and not committed:
+                    self._claims[claim] = (True, now)
 
     def release_texts(self, app_name: str, user_id: str) -> None:
         with self._lock:

@@ -3,15 +3,40 @@
 Layout under ``memories/{app}/{user}/``:
 
 - ``manifest.json``  which objects make up the user's memory now: ``{"snapshot": key | null, "segments":
-  [key, …], "forgotten": [id, …]}``; replaced only with a conditional write (``If-Match`` its ETag, or
-  ``If-None-Match: *`` when new), so concurrent saves never lose each other's records;
-- ``parts/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``: one big
-  snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number
-  merges everything into a new snapshot; forgetting merges at once, so a forgotten text is physically gone.
+  [key, …], "pending_delete": [key, …], "epoch": str, "purge": bool, "w": nonce}``; replaced only with a
+  conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so concurrent writers never
+  lose each other's work, and each write carries a nonce so that a writer recognises its own write after a
+  lost answer;
+- ``parts/{epoch}/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``: one
+  big snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number
+  merges everything into a new snapshot; forgetting merges at once.
 
-A search therefore loads the manifest, one snapshot and a bounded number of segments: O(1) S3 requests
-whatever the number of records. A warm Lambda keeps the combined index keyed by the manifest's ETag and asks
-S3 only whether the manifest changed (a conditional GET: one request per search).
+What each write guarantees after a fault at any step (an error, a timeout, an applied write whose answer was
+lost):
+
+- **save** reads the manifest and the records it names, writes a part holding only the records not there yet
+  (record ids are deterministic), then the manifest naming it. A retry, a racing save or a lost answer never
+  stores a record twice. A part whose manifest write failed is an orphan (below).
+- **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
+  conditional write that drops them from the view; their deletion (every version) follows, then a write
+  clears the list. A failure in between leaves the list for the forget's retry or the next write of that
+  user's memory to finish; a forget answers only once nothing is pending.
+- **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
+  deletes every version of every object under the prefix except the parts of that epoch and the current
+  manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
+  manifest meets the new epoch at its conditional write and redoes its part in the new epoch, so it lands
+  either before the forget-all (and is deleted with the rest) or after it (and starts afresh); an
+  interrupted purge is finished by the forget-all's retry or the next write.
+- **orphans** (parts no manifest names) are deleted by the next merge or forget when they belong to an older
+  epoch or are older than ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a
+  memory being forgotten.
+- a manifest naming a part that is gone is repaired by the reader that meets it (the part is dropped from the
+  view and from the manifest) instead of failing every read.
+
+A search loads the manifest, one snapshot and a bounded number of segments: O(1) S3 requests whatever the
+number of records; listing ``parts/`` happens only on merges, forgets and a pending cleanup. A warm Lambda
+keeps the combined index keyed by the manifest's ETag and asks S3 only whether the manifest changed (a
+conditional GET: one request per search).
 """
 
 from __future__ import annotations
@@ -24,17 +49,24 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
-from ..errors import Conflict
-from .s3 import S3BlobStore
+from .. import aws
+from ..errors import ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 8
 MAX_CACHED_PARTS = 64
+# Older than any write in flight (15 minutes is the longest a Lambda function runs): an unreferenced part
+# that old is an orphan, never the segment of a save about to name it.
+ORPHAN_GRACE_S = 900.0
 MANIFEST = "manifest.json"
 _MAGIC = b"AMEM1"
+_MISSING = frozenset({"NoSuchKey", "404", "NoSuchVersion"})
+# A conditional write lost: another writer replaced (or a forget-all removed) the manifest first.
+_LOST_RACE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
 
 
 def user_prefix(app_name: str, user_id: str) -> str:
@@ -89,23 +121,83 @@ def decode_part(data: bytes) -> tuple[list[MemoryRecord], bytes]:
 class Manifest:
     snapshot: str | None = None
     segments: list[str] = field(default_factory=list)
-    forgotten: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)  # ids still to merge out (written by earlier versions)
+    pending_delete: list[str] = field(default_factory=list)  # replaced objects whose deletion is not done yet
+    epoch: str = ""  # the folder of this memory's parts; a forget-all starts a new one
+    purge: bool = False  # a forget-all has not finished deleting the objects of earlier epochs
+    writer: str = ""  # the nonce of the write that stored this manifest
     etag: str | None = None  # of the stored manifest this was read from; None when there is none
+    version_id: str | None = None
 
     def objects(self) -> list[str]:
         return ([self.snapshot] if self.snapshot else []) + self.segments
 
+    def is_empty(self) -> bool:
+        return not (self.snapshot or self.segments or self.forgotten or self.pending_delete)
+
+    def successor(self) -> Manifest:
+        """A copy to change and write over this one."""
+        return Manifest(
+            self.snapshot,
+            list(self.segments),
+            list(self.forgotten),
+            list(self.pending_delete),
+            self.epoch,
+            self.purge,
+        )
+
+    def without(self, keys: Iterable[str]) -> Manifest:
+        """This manifest no longer naming ``keys`` (parts that are gone)."""
+        gone = set(keys)
+        if self.snapshot in gone:
+            self.snapshot = None
+        self.segments = [k for k in self.segments if k not in gone]
+        return self
+
     def body(self) -> bytes:
-        data = {"snapshot": self.snapshot, "segments": self.segments, "forgotten": self.forgotten}
+        data = {
+            "snapshot": self.snapshot,
+            "segments": self.segments,
+            "forgotten": self.forgotten,
+            "pending_delete": self.pending_delete,
+            "epoch": self.epoch,
+            "purge": self.purge,
+            "w": self.writer,
+        }
         return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], etag: str | None, version_id: str | None) -> Manifest:
+        return cls(
+            data.get("snapshot"),
+            list(data.get("segments") or []),
+            list(data.get("forgotten") or []),
+            list(data.get("pending_delete") or []),
+            str(data.get("epoch") or ""),
+            bool(data.get("purge")),
+            str(data.get("w") or ""),
+            etag,
+            version_id,
+        )
 
 
 class _NotModified(Exception):
     pass
 
 
+class NotStored(Exception):
+    """``add`` failed before any write that could name its records: none of them landed (``cause`` says why)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.cause = cause
+
+
 class S3MemoryStore:
-    """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``."""
+    """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``.
+
+    ``orphan_grace_s``: how old an unreferenced part must be before a merge or forget deletes it (tests lower
+    it). The retry loops stop at ``aws.WRITE_BUDGET_S`` and answer ``ServiceUnavailable`` (503)."""
 
     def __init__(
         self,
@@ -114,19 +206,24 @@ class S3MemoryStore:
         build_index: Callable[[list[MemoryRecord]], Any],
         load_index: Callable[[bytes], Any],
         combine: Callable[[list[Any]], Any],
+        orphan_grace_s: float | None = None,
     ) -> None:
         self._client = client
         self._bucket = bucket
-        self._blobs = S3BlobStore(client, bucket)
         self._build_index = build_index
         self._load_index = load_index
         self._combine = combine
+        self._orphan_grace_s = orphan_grace_s  # None: ORPHAN_GRACE_S, read when used
+        self._lock = threading.Lock()  # the caches are shared by the threads of a local server
         self._parts: dict[str, Part] = {}  # immutable objects, by key
-        self._views: dict[str, tuple[str, Part]] = {}  # user prefix -> (manifest etag, combined view)
+        self._views: dict[str, tuple[Manifest, Part]] = {}  # user prefix -> (manifest, combined view)
 
     @property
     def _s3(self) -> Any:
         return self._client()
+
+    def _code(self, exc: BaseException) -> str | None:
+        return aws.error_code(exc)
 
     # --- manifest -------------------------------------------------------------------------------------------
 
@@ -136,20 +233,25 @@ class S3MemoryStore:
             params["IfNoneMatch"] = if_none_match
         try:
             response = self._s3.get_object(**params)
-        except self._s3.exceptions.NoSuchKey:
-            return Manifest()
         except self._s3.exceptions.ClientError as exc:
-            if exc.response["Error"]["Code"] in {"304", "NotModified"}:
+            code = self._code(exc)
+            if code in _MISSING:
+                return Manifest()
+            if code in {"304", "NotModified"}:
                 raise _NotModified() from exc
             raise
         data = json.loads(response["Body"].read())
-        return Manifest(data.get("snapshot"), data.get("segments", []), data.get("forgotten", []), response["ETag"])
+        return Manifest.parse(data, response["ETag"], response.get("VersionId"))
 
-    def _write_manifest(self, prefix: str, manifest: Manifest, expected: Manifest) -> bool:
+    def _write_manifest(self, prefix: str, new: Manifest, expected: Manifest) -> Manifest | None:
+        """Replace ``expected`` by ``new`` unless another writer replaced it first: the stored manifest, or None
+        when the race was lost. A write applied but whose answer was lost (botocore's retry then fails the
+        precondition) is recognised by its nonce."""
+        new.writer = uuid.uuid4().hex
         params: dict[str, Any] = {
             "Bucket": self._bucket,
             "Key": prefix + MANIFEST,
-            "Body": manifest.body(),
+            "Body": new.body(),
             "ContentType": "application/json",
         }
         if expected.etag is None:
@@ -157,43 +259,98 @@ class S3MemoryStore:
         else:
             params["IfMatch"] = expected.etag
         try:
-            self._s3.put_object(**params)
+            response = self._s3.put_object(**params)
         except self._s3.exceptions.ClientError as exc:
-            if exc.response["Error"]["Code"] in {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}:
-                return False
-            raise
-        return True
+            if self._code(exc) not in _LOST_RACE:
+                raise
+            current = self._read_manifest(prefix)
+            return current if current.writer == new.writer else None
+        new.etag = response["ETag"]
+        new.version_id = response.get("VersionId")
+        return new
+
+    def _forget_view(self, prefix: str, parts_too: bool = False) -> None:
+        with self._lock:
+            self._views.pop(prefix, None)
+            if parts_too:
+                for key in [k for k in self._parts if k.startswith(prefix)]:
+                    del self._parts[key]
 
     # --- parts ----------------------------------------------------------------------------------------------
 
-    def _load_part(self, key: str) -> Part:
-        part = self._parts.get(key)
+    def _load_part(self, key: str) -> Part | None:
+        """The part stored at ``key``; None when it is gone."""
+        with self._lock:
+            part = self._parts.get(key)
         if part is None:
-            data = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+            try:
+                data = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+            except self._s3.exceptions.ClientError as exc:
+                if self._code(exc) in _MISSING:
+                    return None
+                raise
             records, index_bytes = decode_part(data)
             part = Part({r.id: r for r in records}, self._load_index(index_bytes))
             self._remember(key, part)
         return part
 
-    def _put_part(self, prefix: str, records: list[MemoryRecord], index: Any) -> str:
-        key = f"{prefix}parts/{uuid.uuid4().hex}.mem"
+    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> str:
+        key = f"{prefix}parts/{epoch + '/' if epoch else ''}{uuid.uuid4().hex}.mem"
         self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
         self._remember(key, Part({r.id: r for r in records}, index))
         return key
 
+    @staticmethod
+    def _epoch_of(prefix: str, key: str) -> str | None:
+        """The epoch folder of a part's key ("" for parts written before epochs); None for any other key."""
+        if not key.startswith(prefix + "parts/"):
+            return None
+        rest = key[len(prefix) + len("parts/") :]
+        return rest.split("/", 1)[0] if "/" in rest else ""
+
     def _remember(self, key: str, part: Part) -> None:
         """Cache an immutable part; a warm container serving many users keeps only the most recent ones."""
-        if len(self._parts) >= MAX_CACHED_PARTS:
-            self._parts.pop(next(iter(self._parts)))
-        self._parts[key] = part
+        with self._lock:
+            if len(self._parts) >= MAX_CACHED_PARTS:
+                self._parts.pop(next(iter(self._parts)))
+            self._parts[key] = part
 
-    def _delete_object(self, key: str) -> None:
-        """Delete every version of ``key`` (the bucket is versioned; forgotten text must not linger)."""
-        self._parts.pop(key, None)
-        self._blobs.delete_prefix(key)  # part keys are unique and of one length: the prefix is the key
+    def _discard(self, key: str | None) -> None:
+        """Delete (every version of) a part this call wrote and no manifest names; best effort, since a part
+        left behind is an orphan that the next merge or forget deletes."""
+        if key is None:
+            return
+        try:
+            self._delete_versions(self._versions(key))
+        except Exception as exc:
+            logger.warning("could not delete an unused memory part", extra={"key": key, "error": repr(exc)})
 
-    def _combined(self, manifest: Manifest) -> Part:
-        parts = [self._load_part(k) for k in manifest.objects()]
+    def _versions(self, prefix: str) -> list[dict[str, Any]]:
+        """Every version and delete marker under ``prefix`` (part keys are unique and of one length, so the
+        prefix of a part is the part)."""
+        found: list[dict[str, Any]] = []
+        paginator = self._s3.get_paginator("list_object_versions")
+        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
+            found += page.get("Versions", []) + page.get("DeleteMarkers", [])
+        return found
+
+    def _delete_versions(self, versions: list[dict[str, Any]]) -> None:
+        """Delete the given object versions for good (the bucket is versioned: nothing may remain)."""
+        with self._lock:
+            for v in versions:
+                self._parts.pop(v["Key"], None)
+        for start in range(0, len(versions), 1000):
+            batch = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in versions[start : start + 1000]]
+            response = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True})
+            if response.get("Errors"):
+                first = response["Errors"][0]
+                raise ServiceUnavailable(f"S3 did not delete {first.get('Key')} ({first.get('Code')}); retry")
+
+    def _combined(self, manifest: Manifest) -> tuple[Part, list[str]]:
+        """The view ``manifest`` names, and the keys it names that are gone."""
+        loaded = [(k, self._load_part(k)) for k in manifest.objects()]
+        parts = [p for _, p in loaded if p is not None]
+        missing = [k for k, p in loaded if p is None]
         records: dict[str, MemoryRecord] = {}
         for part in parts:
             records.update(part.records)
@@ -201,7 +358,7 @@ class S3MemoryStore:
         index = self._combine([p.index for p in parts]) if parts else None
         if index is not None and forgotten:
             index = index.without(forgotten)
-        return Part({k: v for k, v in records.items() if k not in forgotten}, index)
+        return Part({k: v for k, v in records.items() if k not in forgotten}, index), missing
 
     def _scrubbed(self, manifest: Manifest, merged: Part) -> Part:
         """``merged`` with the forgotten memories' texts also removed from the context other memories were
@@ -212,7 +369,7 @@ class S3MemoryStore:
         fragments = [
             f"{r.author}: {r.text}"
             for key in manifest.objects()
-            for r in self._load_part(key).records.values()
+            for r in (getattr(self._load_part(key), "records", None) or {}).values()
             if r.id in forgotten and r.text
         ]
         affected: list[MemoryRecord] = []
@@ -228,79 +385,291 @@ class S3MemoryStore:
         records = dict(merged.records) | {r.id: r for r in affected}
         return Part(records, self._combine([merged.index, self._build_index(affected)]))
 
+    def _state(self, prefix: str) -> tuple[Manifest, Part, list[str]]:
+        """The current manifest, the view it names and the keys it names that are gone (the manifest is asked
+        for conditionally when a view is cached: one request when nothing changed)."""
+        with self._lock:
+            cached = self._views.get(prefix)
+        try:
+            manifest = self._read_manifest(prefix, cached[0].etag if cached else None)
+        except _NotModified:
+            assert cached is not None
+            return cached[0], cached[1], []
+        view, missing = self._combined(manifest)
+        if manifest.etag is not None and not missing:
+            with self._lock:
+                if len(self._views) >= MAX_CACHED_PARTS:
+                    self._views.pop(next(iter(self._views)))
+                self._views[prefix] = (manifest, view)
+        return manifest, view, missing
+
+    def _merge(self, prefix: str, new: Manifest) -> str | None:
+        """Rewrite ``new``'s view into one snapshot without its forgotten memories (nor their text in others'
+        context). ``new`` then names only that snapshot and lists what it replaces as pending deletions; the
+        snapshot's key is returned (None when nothing is left)."""
+        merged, _ = self._combined(new)
+        merged = self._scrubbed(new, merged)
+        live = list(merged.records.values())
+        snapshot = self._put_part(prefix, new.epoch, live, merged.index or self._build_index(live)) if live else None
+        new.pending_delete = list(dict.fromkeys(new.pending_delete + new.objects()))
+        new.snapshot, new.segments, new.forgotten = snapshot, [], []
+        return snapshot
+
+    @staticmethod
+    def _backoff(deadline: float, delay: float) -> float:
+        """Wait before another attempt of a lost race; 503 once the write budget is spent."""
+        if time.monotonic() + delay > deadline:
+            raise ServiceUnavailable("too many concurrent writers on this user's memory; retry", retry_after=1)
+        time.sleep(delay)
+        return min(delay * 2, 0.5)
+
+    # --- deletion ---------------------------------------------------------------------------------------------
+
+    def _settle(self, prefix: str, written: Manifest, forgotten: set[str] | None, required: bool) -> None:
+        """Delete every version of what ``written`` lists as pending and of the orphans that may go, then clear
+        the list. ``required`` (a forget): a failure answers 503 and the list stays for the retry; otherwise
+        (a save's merge) it is logged and left to the next write."""
+        try:
+            self._delete_unreferenced(prefix, set(written.pending_delete), forgotten, sweep=True)
+        except Exception as exc:
+            if not required:
+                logger.warning("memory cleanup left for the next write", extra={"error": repr(exc)})
+                return
+            if isinstance(exc, ServiceUnavailable):
+                raise
+            raise ServiceUnavailable("forgotten memories are not deleted yet; retry", retry_after=1) from exc
+        if written.pending_delete:
+            cleared = written.successor()
+            cleared.pending_delete = []
+            try:
+                self._write_manifest(prefix, cleared, written)  # lost race: the winner carries the list, finds
+            except Exception as exc:  # those objects gone and drops them
+                logger.warning("could not clear the pending deletions", extra={"error": repr(exc)})
+        self._forget_view(prefix)
+
+    def _delete_unreferenced(self, prefix: str, pending: set[str], forgotten: set[str] | None, sweep: bool) -> None:
+        """Delete every version of the parts in ``pending`` and, with ``sweep``, of the orphans: parts of an
+        earlier epoch, older than the grace period, or (when ``forgotten`` is given) holding one of those ids.
+
+        The manifest is read after the listing, so that nothing a later manifest names is deleted."""
+        versions = self._versions(prefix + "parts/")
+        if not versions:
+            return
+        current = self._read_manifest(prefix)
+        live = set(current.objects())
+        pending = pending | set(current.pending_delete)
+        grace = ORPHAN_GRACE_S if self._orphan_grace_s is None else self._orphan_grace_s
+        oldest = time.time() - grace
+        doomed: list[dict[str, Any]] = []
+        young: dict[str, list[dict[str, Any]]] = {}
+        for v in versions:
+            key = v["Key"]
+            if key in live:
+                continue
+            orphan = sweep and (
+                self._epoch_of(prefix, key) != current.epoch or _timestamp(v.get("LastModified")) < oldest
+            )
+            if key in pending or orphan:
+                doomed.append(v)
+            elif sweep and forgotten:
+                young.setdefault(key, []).append(v)
+        for key, key_versions in young.items():
+            # A recent orphan: perhaps the part of a save about to name it; deleted only if it holds what is
+            # being forgotten (its save, if still alive, then finds its part gone and the reader repairs).
+            try:
+                part = self._load_part(key)
+            except self._s3.exceptions.ClientError:
+                raise
+            except Exception:  # not a memory part at all: nothing will ever name it
+                doomed += key_versions
+                continue
+            if part is not None and forgotten and forgotten & set(part.records):
+                doomed += key_versions
+        self._delete_versions(doomed)
+
+    def _purge(self, prefix: str) -> None:
+        """Finish a forget-all: delete every version under the prefix except the current manifest and the parts
+        of its epoch, then remove the tombstone (or clear its flag when a save has written since)."""
+        versions = self._versions(prefix)
+        current = self._read_manifest(prefix)  # after the listing: parts a later save wrote are not listed
+        manifest_key = prefix + MANIFEST
+        doomed = [
+            v
+            for v in versions
+            if (v["Key"] == manifest_key and v["VersionId"] != current.version_id)
+            or (v["Key"] != manifest_key and self._epoch_of(prefix, v["Key"]) != current.epoch)
+        ]
+        self._delete_versions(doomed)
+        self._forget_view(prefix, parts_too=True)
+        if not current.purge:
+            return
+        # The emptied manifest stays (without the flag): were it deleted, a save that read "no manifest"
+        # before this forget-all could create one naming a part the purge deleted.
+        cleared = current.successor()
+        cleared.purge = False
+        if self._write_manifest(prefix, cleared, current) is not None and current.version_id:
+            # The tombstone's own version holds nothing but it need not linger either (best effort).
+            try:
+                self._s3.delete_object(Bucket=self._bucket, Key=manifest_key, VersionId=current.version_id)
+            except Exception as exc:
+                logger.warning("could not delete the tombstone's version", extra={"error": repr(exc)})
+        # A lost race: the winner saw the flag and purged before writing.
+
     # --- use cases ------------------------------------------------------------------------------------------
 
     def view(self, app_name: str, user_id: str) -> Part:
         """The user's records and combined index, current as of this call (cached by the manifest's ETag)."""
         prefix = user_prefix(app_name, user_id)
-        cached = self._views.get(prefix)
-        for _ in range(3):
-            try:
-                manifest = self._read_manifest(prefix, cached[0] if cached else None)
-            except _NotModified:
-                assert cached is not None
-                return cached[1]
-            try:
-                combined = self._combined(manifest)
-            except self._s3.exceptions.NoSuchKey:
-                cached = None  # a merge replaced a part between our two reads: read the manifest again
-                continue
-            if manifest.etag is not None:
-                if len(self._views) >= MAX_CACHED_PARTS:
-                    self._views.pop(next(iter(self._views)))
-                self._views[prefix] = (manifest.etag, combined)
-            return combined
-        raise Conflict("the memory index kept changing while it was read; retry")
+        for _ in range(4):
+            manifest, view, missing = self._state(prefix)
+            if not missing:
+                return view
+            if self._read_manifest(prefix).etag != manifest.etag:
+                continue  # a merge replaced parts between our two reads: read the new manifest
+            self._repair(prefix, manifest, missing)
+            return view
+        raise ServiceUnavailable("the memory index kept changing while it was read; retry", retry_after=1)
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> None:
-        """Store ``records`` (already deduplicated by the caller) as a new segment."""
+    def _repair(self, prefix: str, manifest: Manifest, missing: list[str]) -> None:
+        """Drop parts that are gone from the manifest so that no reader meets them again (best effort: the
+        view without them is answered either way)."""
+        logger.warning("a memory manifest named missing parts; repairing", extra={"missing": missing})
+        try:
+            self._write_manifest(prefix, manifest.successor().without(missing), manifest)
+        except Exception as exc:
+            logger.warning("could not repair the memory manifest", extra={"error": repr(exc)})
+
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        """Store those of ``records`` whose ids the user's memory does not hold yet, as one new segment; return
+        their ids. Safe to retry after any fault: what an earlier attempt stored is skipped. Raises
+        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed)."""
         if not records:
-            return
+            return []
         prefix = user_prefix(app_name, user_id)
-        segment = self._put_part(prefix, records, self._build_index(records))
-        self._update(prefix, lambda m: m.segments.append(segment), merge_when=lambda m: len(m.segments) > MAX_SEGMENTS)
+        deadline = time.monotonic() + aws.WRITE_BUDGET_S
+        delay = 0.02
+        part: tuple[str, str, frozenset[str]] | None = None  # (key, epoch, ids) of the segment this call wrote
+        unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
+        exposed = False  # a manifest write naming the part is under way: it may be referenced
+        try:
+            while True:
+                manifest, view, missing = self._state(prefix)
+                if part is not None and set(unsure) & set(manifest.objects()):
+                    # Our write was applied after all (its answer was lost, and another writer followed).
+                    return [r.id for r in records if r.id in part[2]]
+                for key in unsure:  # not named: our write never landed (or was merged away since)
+                    if part is None or key != part[0]:
+                        self._discard(key)
+                unsure = []
+                if manifest.purge:
+                    self._purge(prefix)  # a forget-all was interrupted: finish it before adding anything
+                    self._backoff(deadline, 0)  # within the budget still
+                    continue
+                fresh = [r for r in records if r.id not in view.records]
+                ids = frozenset(r.id for r in fresh)
+                if part is not None and (part[1] != manifest.epoch or part[2] != ids):
+                    self._discard(part[0])  # a forget-all started a new epoch, or a racing save stored some
+                    part = None
+                if not fresh:
+                    return []
+                if part is None:
+                    part = (
+                        self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh)),
+                        manifest.epoch,
+                        ids,
+                    )
+                new = manifest.successor().without(missing)
+                new.segments.append(part[0])
+                if new.pending_delete:  # left by an earlier write: finish it on the way (best effort)
+                    new.pending_delete = self._finish_pending(prefix, new.pending_delete)
+                snapshot = self._merge(prefix, new) if len(new.segments) > MAX_SEGMENTS else None
+                exposed = True
+                written = self._write_manifest(prefix, new, manifest)
+                exposed = False
+                if written is not None:
+                    self._forget_view(prefix)
+                    if snapshot is not None:
+                        self._settle(prefix, written, forgotten=None, required=False)
+                    return [r.id for r in fresh]
+                unsure = [part[0]] + ([snapshot] if snapshot else [])
+                delay = self._backoff(deadline, delay)
+        except Exception as exc:
+            if exposed or unsure:
+                raise  # a manifest write naming the part may have been applied: keep it (an orphan at worst)
+            if part is not None:
+                self._discard(part[0])
+            raise NotStored(exc) from exc
+
+    def _finish_pending(self, prefix: str, pending: list[str]) -> list[str]:
+        """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
+        try:
+            self._delete_unreferenced(prefix, set(pending), None, sweep=False)
+        except Exception as exc:
+            logger.warning("pending memory deletions left for the next write", extra={"error": repr(exc)})
+            return pending
+        return []
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
-        """Forget memories and merge at once, so that their text is gone from the bucket."""
+        """Forget memories: rewrite the view without them, then delete every object version that held them
+        (and the orphans that may go). Idempotent, and it first finishes what an earlier attempt left pending;
+        raises ``ServiceUnavailable`` while S3 keeps failing (the deletions stay recorded in the manifest)."""
         ids = set(memory_ids)
         prefix = user_prefix(app_name, user_id)
-        self._update(prefix, lambda m: m.forgotten.extend(sorted(ids - set(m.forgotten))), merge_when=lambda m: True)
+        deadline = time.monotonic() + aws.WRITE_BUDGET_S
+        delay = 0.02
+        unsure: str | None = None  # the snapshot of a write of ours that lost its race, or seemed to
+        while True:
+            manifest, view, missing = self._state(prefix)
+            if unsure is not None and unsure not in manifest.objects():
+                self._discard(unsure)  # not named: that write never landed (or was merged away since)
+            unsure = None
+            if manifest.purge:
+                self._purge(prefix)
+                self._backoff(deadline, 0)  # within the budget still
+                continue
+            present = ids & set(view.records)
+            if not (present or manifest.forgotten or missing):
+                break
+            new = manifest.successor().without(missing)
+            new.forgotten = sorted(set(new.forgotten) | present)
+            snapshot = self._merge(prefix, new)
+            written = self._write_manifest(prefix, new, manifest)
+            if written is not None:
+                manifest = written
+                break
+            unsure = snapshot
+            delay = self._backoff(deadline, delay)
+        self._forget_view(prefix)
+        self._settle(prefix, manifest, forgotten=ids, required=True)
 
     def forget_all(self, app_name: str, user_id: str) -> None:
+        """Forget everything of the user: an empty manifest of a new epoch first (so that a racing save lands
+        either before, and is deleted, or after, and starts afresh), then every version of every other object
+        under the prefix. Raises ``ServiceUnavailable`` while S3 keeps failing; the tombstone's ``purge`` flag
+        makes the retry or the next write finish the deletions."""
         prefix = user_prefix(app_name, user_id)
-        self._views.pop(prefix, None)
-        for key in [k for k in self._parts if k.startswith(prefix)]:
-            del self._parts[key]
-        self._blobs.delete_prefix(prefix)
-
-    def _update(self, prefix: str, change: Callable[[Manifest], None], merge_when: Callable[[Manifest], bool]) -> None:
+        deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
-        deadline = time.monotonic() + 20
         while True:
             current = self._read_manifest(prefix)
-            new = Manifest(current.snapshot, list(current.segments), list(current.forgotten), current.etag)
-            change(new)
-            obsolete: list[str] = []
-            created: list[str] = []
-            if merge_when(new):
-                merged = self._scrubbed(new, self._combined(new))
-                live = list(merged.records.values())
-                obsolete = new.objects()
-                snapshot = self._put_part(prefix, live, merged.index or self._build_index(live)) if live else None
-                created = [snapshot] if snapshot else []
-                new = Manifest(snapshot, [], [], current.etag)
-            if self._write_manifest(prefix, new, current):
-                self._views.pop(prefix, None)
-                for key in obsolete:
-                    self._delete_object(key)
-                return
-            # Another writer replaced the manifest first: drop what this attempt merged, redo on the new one.
-            for key in created:
-                self._delete_object(key)
-            if time.monotonic() > deadline:
-                raise Conflict("too many concurrent writers on this user's memory; retry")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            tombstone = Manifest(epoch=uuid.uuid4().hex[:16], purge=True)
+            if self._write_manifest(prefix, tombstone, current) is not None:
+                break
+            delay = self._backoff(deadline, delay)
+        self._forget_view(prefix, parts_too=True)
+        try:
+            self._purge(prefix)
+        except ServiceUnavailable:
+            raise
+        except Exception as exc:
+            raise ServiceUnavailable(
+                "the memories are forgotten but not all deleted yet; retry", retry_after=1
+            ) from exc
+
+
+def _timestamp(value: Any) -> float:
+    """An S3 ``LastModified`` (datetime) as epoch seconds; 0 when unknown (treated as old)."""
+    return value.timestamp() if isinstance(value, datetime) else 0.0
 
 
 class MemoryStore(Protocol):
@@ -308,7 +677,9 @@ class MemoryStore(Protocol):
 
     def view(self, app_name: str, user_id: str) -> Part: ...
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> None: ...
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        """Store the records whose ids are not stored yet; return their ids."""
+        ...
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
 
@@ -330,11 +701,14 @@ class InMemoryMemoryStore:
             records.update(part.records)
         return Part(records, self._combine([p.index for p in parts]) if parts else None)
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> None:
-        if records:
-            part = Part({r.id: r for r in records}, self._build_index(records))
-            with self._lock:
-                self._parts.setdefault((app_name, user_id), []).append(part)
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        with self._lock:
+            parts = self._parts.setdefault((app_name, user_id), [])
+            held = {i for p in parts for i in p.records}
+            fresh = list({r.id: r for r in records if r.id not in held}.values())
+            if fresh:
+                parts.append(Part({r.id: r for r in fresh}, self._build_index(fresh)))
+            return [r.id for r in fresh]
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         ids = set(memory_ids)

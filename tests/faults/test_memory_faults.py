@@ -1,0 +1,539 @@
+"""Long-term memory writes under faults injected below botocore's retries: memory save, auto-save, forget one,
+forget all. Each test asserts storage afterwards: every object version under the user's prefix, the parts the
+manifest names and the records they hold, the claim items in the table, and what search returns."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agent_memory.service.memories import default_memory_service, text_memory_id
+from agent_memory.stores.memories import decode_part
+from tests.conftest import BUCKET, TABLE
+from tests.integration.conftest import Api, text_event
+from tests.integration.test_memories_api import autosave, seed_session, stream_records
+
+from .injector import FaultInjector, Reply, s3_error, throttle
+
+PREFIX = "memories/app/alice/"
+BASE = "/apps/app/users/alice/memories"
+MANIFEST = PREFIX + "manifest.json"
+
+
+@pytest.fixture(autouse=True)
+def _lexical(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDER", "none")
+    monkeypatch.setenv("AUTOSAVE_POLICY", "default")
+
+
+@pytest.fixture
+def api(aws: dict[str, Any]) -> Api:
+    return Api()
+
+
+# --- what is stored -------------------------------------------------------------------------------------------
+
+
+def versions(aws: dict[str, Any], prefix: str = PREFIX) -> list[dict[str, Any]]:
+    """Every object version under ``prefix`` (the bucket is versioned)."""
+    listed = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    return list(listed.get("Versions", []))
+
+
+def stored_bytes(aws: dict[str, Any]) -> bytes:
+    """The content of every object version under the user's prefix."""
+    return b"".join(
+        aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+        for v in versions(aws)
+    )
+
+
+def manifest(aws: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(aws["s3"].get_object(Bucket=BUCKET, Key=MANIFEST)["Body"].read())
+    except aws["s3"].exceptions.NoSuchKey:
+        return {}
+    return data
+
+
+def named_parts(aws: dict[str, Any]) -> list[str]:
+    m = manifest(aws)
+    return ([m["snapshot"]] if m.get("snapshot") else []) + list(m.get("segments", []))
+
+
+def stored_record_ids(aws: dict[str, Any]) -> Counter[str]:
+    """How many times each record id is held across the parts the manifest names."""
+    counts: Counter[str] = Counter()
+    for key in named_parts(aws):
+        records, _ = decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        counts.update(r.id for r in records)
+    return counts
+
+
+def orphans(aws: dict[str, Any]) -> set[str]:
+    """Part keys in the bucket that the manifest does not name."""
+    return {v["Key"] for v in versions(aws, PREFIX + "parts/")} - set(named_parts(aws))
+
+
+def assert_nothing_left(aws: dict[str, Any]) -> None:
+    """After a forget-all: no part version, and only an empty manifest (it holds no text)."""
+    assert {v["Key"] for v in versions(aws)} <= {MANIFEST}
+    assert named_parts(aws) == [] and not manifest(aws).get("pending_delete") and not manifest(aws).get("purge")
+
+
+def claims(aws: dict[str, Any], user: str = "alice") -> dict[str, bool]:
+    """The user's claim items: claim key -> committed."""
+    items = aws["dynamodb"].query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"M#app#{user}"}},
+    )["Items"]
+    return {item["SK"]["S"][2:]: item["committed"]["BOOL"] for item in items}
+
+
+def save(api: Api, body: Any, user: str = "alice") -> Any:
+    return api.request("POST", f"/apps/app/users/{user}/memories", json_body=body)
+
+
+def texts(api: Api, query: str, user: str = "alice") -> list[str]:
+    reply = api.request("POST", f"/apps/app/users/{user}/memories/search", json_body={"query": query, "top_k": 100})
+    assert reply.status == 200, reply.body
+    return [h["content"]["parts"][0]["text"] for h in reply.body["memories"]]
+
+
+def assert_unavailable(reply: Any) -> None:
+    assert reply.status == 503, (reply.status, reply.body)
+    assert (
+        reply.error["code"] == "service_unavailable"
+        and int({k.lower(): v for k, v in reply.headers.items()}["retry-after"]) >= 1
+    )
+
+
+def on_key(fragment: str) -> Callable[[Any], bool]:
+    """Match S3 requests whose URL names ``fragment`` (a part: "/parts/", the manifest: "manifest.json")."""
+    return lambda request: fragment in request.url
+
+
+def only_if_match(request: Any) -> bool:
+    """A conditional manifest write over an existing manifest (not the first one)."""
+    return "manifest.json" in request.url and "If-Match" in request.headers
+
+
+FACTS = ["allergic to peanuts", "sister Ana lives in Porto", "plays the oboe on sundays"]
+
+
+def seed_texts(api: Api, facts: list[str] = FACTS) -> None:
+    reply = save(api, {"memories": [{"text": t} for t in facts]})
+    assert reply.status == 200 and reply.body["saved"] == len(facts)
+
+
+# --- 1. forgetting is durable ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", ["DeleteObjects", "ListObjectVersions"])
+def test_a_forget_interrupted_before_its_deletes_is_finished_by_the_retry(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, operation: str
+) -> None:
+    seed_texts(api)
+    target = text_memory_id("allergic to peanuts")
+    faults.fail(operation, s3_error(), times=-1)
+    assert_unavailable(api.request("DELETE", f"{BASE}/{target}"))
+    faults.clear()
+    # The index no longer names it (search does not return it) and the deletion is recorded, not lost.
+    assert manifest(aws)["pending_delete"] and b"peanuts" in stored_bytes(aws)
+    assert "allergic to peanuts" not in texts(api, "peanuts oboe Porto")
+    assert api.request("DELETE", f"{BASE}/{target}").status == 204
+    assert b"peanuts" not in stored_bytes(aws) and b"oboe" in stored_bytes(aws)
+    assert manifest(aws)["pending_delete"] == [] and not orphans(aws)
+    assert sorted(texts(api, "peanuts oboe Porto")) == sorted(FACTS[1:])
+    # The direct text's claim is released: the user may add it again.
+    assert save(api, {"memories": [{"text": "allergic to peanuts"}]}).body["saved"] == 1
+
+
+def test_a_later_save_finishes_the_deletes_a_failed_forget_left(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    seed_texts(api)
+    faults.fail("DeleteObjects", s3_error(), times=-1)
+    assert_unavailable(api.request("DELETE", f"{BASE}/{text_memory_id('allergic to peanuts')}"))
+    faults.clear()
+    assert save(api, {"memories": [{"text": "grows basil"}]}).status == 200  # the client never retried
+    assert b"peanuts" not in stored_bytes(aws)
+    assert manifest(aws)["pending_delete"] == []
+    assert sorted(texts(api, "basil oboe Porto peanuts")) == sorted([*FACTS[1:], "grows basil"])
+
+
+def test_the_parts_a_merge_replaces_are_deleted_even_when_the_first_delete_fails(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    for i in range(8):
+        assert save(api, {"memories": [{"text": f"fact {i} about kites"}]}).status == 200
+    faults.fail("DeleteObjects", s3_error(), times=-1)
+    assert save(api, {"memories": [{"text": "fact 8 about kites"}]}).status == 200  # the 9th segment: a merge
+    m = manifest(aws)
+    assert m["segments"] == [] and len(m["pending_delete"]) == 9  # the merge stored, its cleanup recorded
+    faults.clear()
+    assert save(api, {"memories": [{"text": "fact 9 about kites"}]}).status == 200
+    assert manifest(aws)["pending_delete"] == [] and not orphans(aws)
+    assert {v["Key"] for v in versions(aws, PREFIX + "parts/")} == set(named_parts(aws))
+    assert len(texts(api, "kites")) == 10
+
+
+# --- 2. forget-all and save never leave the index broken -------------------------------------------------------
+
+
+def test_forget_all_racing_saves_never_breaks_the_index(api: Api, aws: dict[str, Any]) -> None:
+    # Load both handlers before the race (the local server's lazy loading is not what is tested here).
+    assert save(api, {"memories": [{"text": "warm-up"}]}).status == 200
+    assert api.request("DELETE", BASE).status == 204
+    errors: list[Any] = []
+    stop = threading.Event()
+
+    def saver(w: int) -> None:
+        i = 0
+        while not stop.is_set() and i < 15:
+            try:
+                reply = save(api, {"memories": [{"text": f"writer {w} fact {i} zebra"}]})
+            except Exception as exc:  # reported, not lost in the thread
+                errors.append(("save", repr(exc)))
+                return
+            if reply.status != 200:
+                errors.append(("save", reply.status, reply.body))
+            i += 1
+
+    def forgetter() -> None:
+        for _ in range(6):
+            reply = api.request("DELETE", BASE)
+            if reply.status != 204:
+                errors.append(("forget-all", reply.status, reply.body))
+
+    threads = [threading.Thread(target=saver, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    forget = threading.Thread(target=forgetter)
+    forget.start()
+    forget.join()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    found = texts(api, "zebra")
+    assert len(found) == len(set(found))
+    # Every part the manifest names exists, and holds what search returns.
+    live = {v["Key"] for v in versions(aws, PREFIX + "parts/")}
+    assert set(named_parts(aws)) <= live
+    assert sum(stored_record_ids(aws).values()) == len(found)
+    assert api.request("DELETE", BASE).status == 204
+    assert_nothing_left(aws)
+    assert texts(api, "zebra") == []
+
+
+def test_a_forget_all_between_a_saves_part_and_its_manifest_write(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    seed_texts(api)
+
+    def forget_all_first(apply: Callable[[], Any], _event: str, _request: Any) -> Any:
+        assert api.request("DELETE", BASE).status == 204  # lands between the save's two writes
+        return apply()
+
+    faults.add("PutObject", forget_all_first, when=only_if_match)
+    reply = save(api, {"memories": [{"text": "adopted a cat named Miso"}]})
+    assert reply.status == 200 and reply.body["saved"] == 1
+    # The save met the new epoch and redid its part there: it is stored after the forget-all, once.
+    assert texts(api, "peanuts Porto oboe cat Miso") == ["adopted a cat named Miso"]
+    assert b"peanuts" not in stored_bytes(aws) and not orphans(aws)
+    assert list(stored_record_ids(aws).values()) == [1]
+
+
+def test_a_forget_all_that_fails_midway_is_finished_by_the_next_save(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    seed_texts(api)
+    faults.fail("DeleteObjects", s3_error(), times=-1)
+    assert_unavailable(api.request("DELETE", BASE))
+    assert texts(api, "peanuts Porto oboe") == []  # forgotten for every reader already
+    assert manifest(aws)["purge"] is True and b"peanuts" in stored_bytes(aws)
+    faults.clear()
+    assert save(api, {"memories": [{"text": "learning Welsh"}]}).status == 200
+    assert b"peanuts" not in stored_bytes(aws) and b"Porto" not in stored_bytes(aws)
+    assert texts(api, "Welsh peanuts") == ["learning Welsh"]
+    assert manifest(aws)["purge"] is False
+
+
+def test_a_reader_repairs_a_manifest_naming_a_missing_part(api: Api, aws: dict[str, Any]) -> None:
+    seed_texts(api)
+    assert save(api, {"memories": [{"text": "collects stamps"}]}).status == 200
+    lost = named_parts(aws)[-1]
+    for v in versions(aws, lost):  # as a forget-all racing a save did before this change
+        aws["s3"].delete_object(Bucket=BUCKET, Key=lost, VersionId=v["VersionId"])
+    default_memory_service.cache_clear()  # a cold container: nothing of that part cached
+    assert sorted(texts(api, "peanuts Porto oboe stamps")) == sorted(FACTS)  # 200, not 409
+    assert lost not in named_parts(aws)  # repaired for every later reader
+    # Its claim still says "stored": forgetting it (idempotent, it is not there) lets the user add it again.
+    assert api.request("DELETE", f"{BASE}/{text_memory_id('collects stamps')}").status == 204
+    assert save(api, {"memories": [{"text": "collects stamps"}]}).body["saved"] == 1
+
+
+# --- 3. a memory save commits exactly once ---------------------------------------------------------------------
+
+
+def _fail(op: str, reply: Reply, when: Callable[[Any], bool] | None = None) -> Callable[[FaultInjector], None]:
+    def inject(faults: FaultInjector) -> None:
+        faults.fail(op, reply, times=-1, when=when)
+
+    return inject
+
+
+def _lose(op: str, when: Callable[[Any], bool] | None = None) -> Callable[[FaultInjector], None]:
+    def inject(faults: FaultInjector) -> None:
+        faults.lose_answer(op, when=when)
+
+    return inject
+
+
+SAVE_FAULTS = {
+    "part put fails": (_fail("PutObject", s3_error(), on_key("/parts/")), 503),
+    "part put answer lost": (_lose("PutObject", on_key("/parts/")), 200),
+    "manifest write fails": (_fail("PutObject", s3_error(), on_key("manifest.json")), 503),
+    "manifest write answer lost": (_lose("PutObject", on_key("manifest.json")), 200),
+    "manifest read throttled": (_fail("GetObject", s3_error("SlowDown", 503), on_key("manifest.json")), 503),
+    "claim throttled": (_fail("PutItem", throttle()), 503),
+    "claim answer lost": (_lose("PutItem"), 200),
+    "commit throttled": (_fail("BatchWriteItem", throttle()), 503),
+    "commit answer lost": (_lose("BatchWriteItem"), 200),
+}
+
+
+@pytest.mark.parametrize("name", list(SAVE_FAULTS))
+def test_a_save_retried_after_any_fault_stores_each_record_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed_texts(api, FACTS[:1])  # an existing manifest, so that its writes are conditional on its ETag
+    inject, status = SAVE_FAULTS[name]
+    inject(faults)
+    body = {"memories": [{"text": t} for t in FACTS[1:]]}
+    first = save(api, body)
+    if status == 503:
+        assert_unavailable(first)
+    else:
+        assert first.status == 200 and first.body["saved"] == 2, first.body
+    faults.clear()
+    retry = save(api, body)
+    assert retry.status == 200
+    counts = stored_record_ids(aws)
+    assert len(counts) == 3 and set(counts.values()) == {1}  # each record held once across the parts
+    assert sorted(texts(api, "peanuts Porto oboe sundays Ana")) == sorted(FACTS)  # and found once
+    held = claims(aws)
+    assert len(held) == 3
+    if name == "commit throttled":
+        # The records landed before the commit failed: their claims were kept (not released), so the retry
+        # stored nothing again; they stay uncommitted until they go stale...
+        assert retry.body["saved"] == 0 and sorted(held.values()) == [False, False, True]
+        monkeypatch.setattr("agent_memory.stores.claims.STALE_AFTER_S", -1)
+        # ...and a save that claims them again then finds them stored: nothing twice, claims committed.
+        assert save(api, body).body["saved"] == 0
+        assert set(stored_record_ids(aws).values()) == {1} and all(claims(aws).values())
+    else:
+        assert first.body.get("saved", 0) + retry.body["saved"] == 2  # each record counted saved once
+        assert all(held.values())
+
+
+def test_a_claim_that_is_throttled_for_one_key_gives_back_the_others(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    faults.fail("PutItem", throttle(), times=-1, when=lambda r: _claims_key(r, 1))
+    body = {"memories": [{"text": t} for t in FACTS]}
+    assert_unavailable(save(api, body))
+    assert claims(aws) == {}  # nothing held for minutes
+    faults.clear()
+    assert save(api, body).body["saved"] == 3
+
+
+def _claims_key(request: Any, index: int) -> bool:
+    """The claim PutItem of the ``index``-th fact (by its text claim key)."""
+    from .injector import request_json
+
+    sk = request_json(request).get("Item", {}).get("SK", {}).get("S", "")
+    return sk == "C#T#" + text_memory_id(FACTS[index])[2:]
+
+
+# --- 4. orphans are reachable ----------------------------------------------------------------------------------
+
+
+def test_an_orphaned_part_is_deleted_by_forget_all(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    seed_texts(api, FACTS[:1])
+    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    assert_unavailable(save(api, {"memories": [{"text": "secret diary entry"}]}))
+    faults.clear()
+    assert len(orphans(aws)) == 1 and b"secret diary" in stored_bytes(aws)
+    assert texts(api, "secret diary") == []
+    assert api.request("DELETE", BASE).status == 204
+    assert_nothing_left(aws)
+
+
+def test_forget_deletes_an_orphan_holding_the_forgotten_memory(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    # A save whose manifest write failed leaves an orphan holding the texts; its retry stores them anew.
+    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    assert_unavailable(save(api, {"memories": [{"text": t} for t in FACTS]}))
+    faults.clear()
+    seed_texts(api)
+    (orphan,) = orphans(aws)
+    assert b"peanuts" in aws["s3"].get_object(Bucket=BUCKET, Key=orphan)["Body"].read()
+    assert api.request("DELETE", f"{BASE}/{text_memory_id('allergic to peanuts')}").status == 204
+    # Young as it is, the orphan held the forgotten text: it is gone too, every version of it.
+    assert b"peanuts" not in stored_bytes(aws) and not orphans(aws)
+    assert sorted(texts(api, "peanuts Porto oboe")) == sorted(FACTS[1:])
+
+
+def test_merges_and_forgets_delete_old_orphans(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed_texts(api, FACTS[:1])
+    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    assert_unavailable(save(api, {"memories": [{"text": "never landed"}]}))
+    faults.clear()
+    (orphan,) = orphans(aws)
+    api.request("DELETE", f"{BASE}/{text_memory_id('no such memory')}")
+    assert orphans(aws) == {orphan}  # young: perhaps a save about to name it
+    monkeypatch.setattr("agent_memory.stores.memories.ORPHAN_GRACE_S", 0.0)
+    assert api.request("DELETE", f"{BASE}/{text_memory_id('no such memory')}").status == 204
+    assert orphans(aws) == set() and b"never landed" not in stored_bytes(aws)
+    assert texts(api, "peanuts") == ["allergic to peanuts"]
+
+
+# --- 5. auto-save ----------------------------------------------------------------------------------------------
+
+
+def test_a_retried_autosave_batch_after_a_partial_fault_stores_each_record_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    seed_session(api, "s1")
+    seed_session(api, "s2", user="bob")
+    records = stream_records(aws)
+    faults.fail("BatchWriteItem", throttle(), times=-1, when=lambda r: b"M#app#bob" in (r.body or b""))
+    result = autosave(records)
+    bobs = {r["dynamodb"]["SequenceNumber"] for r in records if "#bob#" in r["dynamodb"]["Keys"]["PK"]["S"]}
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == bobs
+    faults.clear()
+    assert autosave([r for r in records if r["dynamodb"]["SequenceNumber"] in bobs]) == {"batchItemFailures": []}
+    assert autosave(records) == {"batchItemFailures": []}  # and the whole batch redelivered
+    for user in ("alice", "bob"):
+        found = texts(api, "peanuts Porto sister", user=user)
+        assert sorted(found) == ["I am allergic to peanuts", "My sister Ana lives in Porto"]
+    bob_parts = [
+        v["Key"] for v in versions(aws, "memories/app/bob/parts/") if v["IsLatest"]
+    ]  # bob's records landed once before the commit failed, and the retries added no part
+    assert len(bob_parts) == 1
+
+
+@pytest.mark.parametrize("bad", [math.nan, 1e20, -1e12, math.inf])
+def test_an_event_timestamp_no_datetime_holds_does_not_block_autosave(
+    api: Api, aws: dict[str, Any], bad: float
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", {"events": [text_event("I collect vinyl records", id="u1")]})
+    (record,) = [r for r in stream_records(aws) if r["dynamodb"]["Keys"]["SK"]["S"].startswith("V#")]
+    image = record["dynamodb"]["NewImage"]
+    body = json.loads(image["body"]["S"])
+    body["timestamp"] = bad  # as old data stored it
+    image["body"]["S"] = json.dumps(body)
+    assert autosave([record]) == {"batchItemFailures": []}
+    (hit,) = api.request("POST", f"{BASE}/search", json_body={"query": "vinyl"}).body["memories"]
+    assert hit["timestamp"].endswith("Z")
+    api.append("s1", {"events": [text_event("and I play the drums", id="u2")]})
+    later = [r for r in stream_records(aws) if r["dynamodb"]["Keys"]["SK"]["S"].startswith("V#")][1:]
+    assert autosave(later) == {"batchItemFailures": []}  # later batches of that session are not blocked
+    assert len(texts(api, "vinyl drums")) == 2
+
+
+# --- 6. throttling answers 503 within the budget ---------------------------------------------------------------
+
+THROTTLES = {
+    "save: claim": ("save", "PutItem", throttle()),
+    "save: commit": ("save", "BatchWriteItem", throttle()),
+    "save: part": ("save", "PutObject", s3_error("SlowDown", 503)),
+    "forget: read": ("forget", "GetObject", s3_error("SlowDown", 503)),
+    "forget: list": ("forget", "ListObjectVersions", s3_error("SlowDown", 503)),
+    "forget-all: write": ("forget_all", "PutObject", s3_error("SlowDown", 503)),
+    "forget-all: delete": ("forget_all", "DeleteObjects", s3_error("SlowDown", 503)),
+    "forget-all: claims": ("forget_all", "Query", throttle()),
+}
+
+
+@pytest.mark.parametrize("name", list(THROTTLES))
+def test_throttling_answers_503_with_retry_after(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
+) -> None:
+    seed_texts(api)
+    route, operation, reply = THROTTLES[name]
+    faults.fail(operation, reply, times=-1)
+    started = time.monotonic()
+    if route == "save":
+        answer = save(api, {"memories": [{"text": "one more fact"}]})
+    elif route == "forget":
+        answer = api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}")
+    else:
+        answer = api.request("DELETE", BASE)
+    assert_unavailable(answer)
+    assert time.monotonic() - started < 12.0
+    faults.clear()
+    assert sorted(texts(api, "peanuts Porto oboe")) in (sorted(FACTS), sorted(FACTS[1:]), [])
+
+
+FORGET_LOST_ANSWERS = {
+    "forget: merge write": ("forget", "PutObject", on_key("manifest.json")),
+    "forget: part delete": ("forget", "DeleteObjects", None),
+    "forget-all: tombstone": ("forget_all", "PutObject", on_key("manifest.json")),
+    "forget-all: delete": ("forget_all", "DeleteObjects", None),
+    "forget-all: claims": ("forget_all", "BatchWriteItem", None),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGET_LOST_ANSWERS))
+def test_a_forget_whose_answer_was_lost_is_recognised(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
+) -> None:
+    seed_texts(api)
+    route, operation, when = FORGET_LOST_ANSWERS[name]
+    faults.lose_answer(operation, when=when)
+    if route == "forget":
+        assert api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}").status == 204
+        assert b"peanuts" not in stored_bytes(aws) and b"Porto" in stored_bytes(aws)
+        assert sorted(texts(api, "peanuts Porto oboe")) == sorted(FACTS[1:])
+        assert not orphans(aws) and manifest(aws)["pending_delete"] == []
+    else:
+        assert api.request("DELETE", BASE).status == 204
+        assert_nothing_left(aws)
+        assert texts(api, "peanuts Porto oboe") == [] and claims(aws) == {}
+    assert faults.rules[0].hits == 1  # the fault did happen
+
+
+def test_a_lost_manifest_answer_followed_by_another_writer_is_still_recognised(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    seed_texts(api, FACTS[:1])
+
+    def applied_then_overtaken(apply: Callable[[], Any], _event: str, request: Any) -> Any:
+        apply()  # the save's manifest write lands...
+        assert save(api, {"memories": [{"text": "another writer's fact"}]}).status == 200  # ...another follows
+        raise ReadTimeoutError(endpoint_url=request.url)  # ...and the first answer is lost
+
+    faults.add("PutObject", applied_then_overtaken, when=only_if_match)
+    reply = save(api, {"memories": [{"text": t} for t in FACTS[1:]]})
+    assert reply.status == 200 and reply.body["saved"] == 2
+    counts = stored_record_ids(aws)
+    assert len(counts) == 4 and set(counts.values()) == {1}
+    assert set(named_parts(aws)) == {v["Key"] for v in versions(aws, PREFIX + "parts/")}  # nothing discarded
+    assert len(texts(api, "peanuts Porto oboe fact")) == 4
