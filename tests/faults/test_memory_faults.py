@@ -485,7 +485,8 @@ def test_throttling_answers_503_with_retry_after(
     else:
         answer = api.request("DELETE", BASE)
     assert_unavailable(answer)
-    assert time.monotonic() - started < 12.0
+    # Never a hang: the answer comes well inside the API functions' 29 s timeout.
+    assert time.monotonic() - started < 25.0
     faults.clear()
     assert sorted(texts(api, "peanuts Porto oboe")) in (sorted(FACTS), sorted(FACTS[1:]), [])
 
