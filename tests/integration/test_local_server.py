@@ -7,12 +7,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
+from local.moto_backend import install_transaction_applier, uninstall_transaction_applier
 from local.server import spawned
 from local.template import load_handler
+from tests.conftest import TABLE
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +153,100 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(base_url: str)
     assert sorted(ids) == sorted(f"w{w}-{i}" for w in range(writers) for i in range(appends))  # each once
     for w in range(writers):  # each writer's events in the order it sent them
         assert [i for i in ids if i.startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(appends)]
+
+
+# --- moto's transactions, applied without copying tables -----------------------------------------------------
+
+
+@pytest.fixture(params=["local", "moto"])
+def applier(request: pytest.FixtureRequest, aws: dict[str, Any]) -> Iterator[str]:
+    """Each transaction test runs against the local applier and against moto's own, expecting the same."""
+    if request.param == "moto":
+        uninstall_transaction_applier()
+    try:
+        yield str(request.param)
+    finally:
+        install_transaction_applier()
+
+
+def _stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    from agent_memory.aws import client
+
+    streams = client("dynamodbstreams")
+    arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    return list(streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"])
+
+
+def _item(aws: dict[str, Any], sk: str) -> dict[str, Any] | None:
+    found = aws["dynamodb"].get_item(TableName=TABLE, Key={"PK": {"S": "p"}, "SK": {"S": sk}}, ConsistentRead=True)
+    item: dict[str, Any] | None = found.get("Item")
+    return item
+
+
+def _bump(expected: int, new: int) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": TABLE,
+            "Key": {"PK": {"S": "p"}, "SK": {"S": "counter"}},
+            "UpdateExpression": "SET v = :new",
+            "ConditionExpression": "v = :expected",
+            "ExpressionAttributeValues": {":new": {"N": str(new)}, ":expected": {"N": str(expected)}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+def _put(sk: str, **attrs: dict[str, str]) -> dict[str, Any]:
+    item = {"PK": {"S": "p"}, "SK": {"S": sk}, **attrs}
+    return {"Put": {"TableName": TABLE, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
+
+
+def test_a_transaction_cancelled_on_a_condition_writes_nothing_and_names_its_reasons(
+    aws: dict[str, Any], applier: str
+) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    with pytest.raises(db.exceptions.TransactionCanceledException) as info:
+        db.transact_write_items(TransactItems=[_bump(expected=2, new=3), _put("e1"), _put("e2")])
+    reasons = info.value.response["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["ConditionalCheckFailed", "None", "None"]
+    assert reasons[0]["Item"]["v"] == {"N": "1"}  # ALL_OLD: the item that failed the condition
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}}
+    assert _item(aws, "e1") is None and _item(aws, "e2") is None
+    assert len(_stream_records(aws)) == len(before)
+
+
+def test_a_transaction_whose_conditions_hold_applies_every_item_and_streams_them(
+    aws: dict[str, Any], applier: str
+) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    db.transact_write_items(TransactItems=[_bump(expected=1, new=2), _put("e1", body={"S": "x"})])
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "2"}}
+    assert _item(aws, "e1") == {"PK": {"S": "p"}, "SK": {"S": "e1"}, "body": {"S": "x"}}
+    assert [r["eventName"] for r in _stream_records(aws)[len(before) :]] == ["MODIFY", "INSERT"]
+
+
+def test_a_transaction_failing_part_way_is_undone_items_and_stream_alike(aws: dict[str, Any], applier: str) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    too_big = {"S": "x" * 410_000}  # passes every condition, then fails DynamoDB's 400 KB item limit when written
+    with pytest.raises(ClientError) as info:
+        db.transact_write_items(TransactItems=[_bump(expected=1, new=2), _put("e1"), _put("e2", body=too_big)])
+    assert info.value.response["Error"]["Code"] in {"ValidationException", "TransactionCanceledException"}
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}}
+    assert _item(aws, "e1") is None and _item(aws, "e2") is None
+    assert len(_stream_records(aws)) == len(before)
+
+
+def test_a_transaction_naming_one_item_twice_is_refused_whole(aws: dict[str, Any], applier: str) -> None:
+    db = aws["dynamodb"]
+    with pytest.raises(ClientError) as info:
+        db.transact_write_items(TransactItems=[_put("e1"), _put("e1")])
+    assert info.value.response["Error"]["Code"] == "ValidationException"
+    assert _item(aws, "e1") is None
