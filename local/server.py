@@ -230,18 +230,22 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
 
 
 @contextlib.contextmanager
-def spawned(extra_env: dict[str, str] | None = None, startup_s: float = 60) -> Iterator[str]:
+def spawned(
+    extra_env: dict[str, str] | None = None, startup_s: float = 60, log_path: Path | None = None
+) -> Iterator[str]:
     """``make run`` in a child process on free ports (tests, benchmarks); yields its base URL, then stops it.
 
     The child gets this environment without its AWS settings (it makes its own), plus ``extra_env``. Its output
-    goes to a temporary file, not a pipe nobody reads (a full pipe would stop the server); the file's tail is in
-    the error when the server does not come up. Readiness is probed on a path no route matches, so no handler
-    is loaded before the caller's first request.
+    goes to ``log_path`` (else a temporary file), not a pipe nobody reads (a full pipe would stop the server); the
+    file's tail is in the error when the server does not come up. Readiness is probed on a path no route
+    matches, so no handler is loaded before the caller's first request.
     """
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | (extra_env or {})
+    # Unbuffered: the log file holds each line as it is written (a reader can match log lines to requests).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {"PYTHONUNBUFFERED": "1"}
+    env |= extra_env or {}
     root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryFile("w+") as log:
+    with open(log_path, "w+") if log_path else tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "local.server", "--port", str(port), "--moto-port", str(free_port())],
             cwd=root,
