@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from .moto_backend import MOTO_LOCK
+from .moto_backend import MOTO_LOCK, install_transaction_applier
 from .template import load_template, provision
 
 
@@ -16,7 +16,7 @@ def in_process_aws(table: str, bucket: str) -> Iterator[dict[str, Any]]:
 
     The caller sets credentials, region, TABLE_NAME and BUCKET_NAME. moto is not thread-safe, so requests are
     applied one at a time (as DynamoDB applies each request atomically); concurrent clients still interleave
-    between requests.
+    between requests. Transactions are applied as the local server applies them (``moto_backend``).
     """
     from moto import mock_aws
     from moto.core.botocore_stubber import BotocoreStubber
@@ -29,6 +29,7 @@ def in_process_aws(table: str, bucket: str) -> Iterator[dict[str, Any]]:
         with MOTO_LOCK:
             return original(self, request)
 
+    install_transaction_applier()
     with mock_aws():
         BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
         try:

@@ -8,14 +8,21 @@ API (payload 2.0) event and handed to the real handler of the function the templ
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import json
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 import uuid
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -63,8 +70,7 @@ class LocalApi:
                 return self.invoke(route, path, params, query, headers, body)
         allowed = any(r.match(r.method, path) is not None for r in self.routes)
         status, code = (405, "method_not_allowed") if allowed else (404, "route_not_found")
-        message = json.dumps({"error": {"code": code, "message": f"no route for {method} {path}"}}).encode()
-        return status, {"content-type": "application/json"}, message
+        return _error(status, code, f"no route for {method} {path}")
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One JSON request without HTTP (benchmarks): the status and the parsed body (None when empty)."""
@@ -84,6 +90,24 @@ class LocalApi:
         response = load_handler(route)(event, LambdaContext(function_name=route.function))
         out_headers = {k.lower(): str(v) for k, v in (response.get("headers") or {}).items()}
         return int(response["statusCode"]), out_headers, response_body(response)
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:
+    """A response in the API's JSON error shape."""
+    return (
+        status,
+        {"content-type": "application/json"},
+        json.dumps({"error": {"code": code, "message": message}}).encode(),
+    )
+
+
+def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Request headers as API Gateway's payload 2.0 gives them: names in lower case, repeats joined by commas."""
+    joined: dict[str, str] = {}
+    for name, value in items:
+        key = name.lower()
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    return joined
 
 
 def configure_environment(template: dict[str, Any], endpoint: str) -> None:
@@ -158,9 +182,21 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(length) if length else None
-            status, headers, payload = api.handle(self.command, self.path, dict(self.headers.items()), body)
+            try:
+                length = int(self.headers.get("content-length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True  # where the body ends is unknown: nothing more can be read
+                status, headers, payload = _error(400, "invalid_input", "Content-Length is not a byte count")
+            else:
+                body = self.rfile.read(length) if length else None
+                try:
+                    status, headers, payload = api.handle(self.command, self.path, _joined(self.headers.items()), body)
+                except Exception:
+                    # A Lambda that raises is answered 500 by API Gateway; never leave the client without an answer.
+                    traceback.print_exc()
+                    status, headers, payload = _error(500, "internal_error", "the handler raised; see the server log")
             self.send_response(status)
             for key, value in headers.items():
                 if key not in {"content-length", "connection"}:
@@ -191,6 +227,60 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
         stop,
     )
     return server, moto
+
+
+@contextlib.contextmanager
+def spawned(
+    extra_env: dict[str, str] | None = None, startup_s: float = 60, log_path: Path | None = None
+) -> Iterator[str]:
+    """``make run`` in a child process on free ports (tests, benchmarks); yields its base URL, then stops it.
+
+    The child gets this environment without its AWS settings (it makes its own), plus ``extra_env``. Its output
+    goes to ``log_path`` (else a temporary file), not a pipe nobody reads (a full pipe would stop the server); the
+    file's tail is in the error when the server does not come up. Readiness is probed on a path no route
+    matches, so no handler is loaded before the caller's first request.
+    """
+    port = free_port()
+    # Unbuffered: the log file holds each line as it is written (a reader can match log lines to requests).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {"PYTHONUNBUFFERED": "1"}
+    env |= extra_env or {}
+    root = Path(__file__).resolve().parent.parent
+    with open(log_path, "w+") if log_path else tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "local.server", "--port", str(port), "--moto-port", str(free_port())],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + startup_s
+            while not _answers(port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(f"local server did not start:\n{log.read()[-5000:]}")
+                time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _answers(port: int) -> bool:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        try:
+            connection.request("GET", "/-ready")
+            return connection.getresponse().status == 404
+        finally:
+            connection.close()
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:

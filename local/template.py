@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -186,16 +187,39 @@ class FunctionRef(Protocol):
 
 
 def load_handler(target: FunctionRef) -> Any:
-    """Import a function's handler from its file, as Lambda would (``CodeUri`` + ``Handler``)."""
+    """Import a function's handler from its file, as Lambda would (``CodeUri`` + ``Handler``).
+
+    Safe to call from many threads at once (the local server's first concurrent requests): a module is loaded
+    once, under a lock, and handed out only after its code has finished running. ``sys.modules`` holds it while
+    it runs (as ``import`` does, so that dataclasses and type hints can find their module), which is why the
+    check is against the modules this function has finished loading rather than ``sys.modules``.
+    """
     module_file, func = target.handler.rsplit(".", 1)
     code_dir = ROOT / target.code_uri
     module_name = f"_functions.{code_dir.name}.{module_file}"
-    module = sys.modules.get(module_name)
+    module = _loaded.get(module_name)
     if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, code_dir / f"{module_file}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    assert isinstance(module, ModuleType)
+        with _loading:
+            module = _loaded.get(module_name)
+            if module is None:
+                module = _exec_module(module_name, code_dir / f"{module_file}.py")
+                _loaded[module_name] = module
     return getattr(module, func)
+
+
+# Handler modules whose code has run to the end, by module name; filled (and read twice) under ``_loading``.
+_loaded: dict[str, ModuleType] = {}
+_loading = threading.Lock()
+
+
+def _exec_module(module_name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)  # a failed import leaves nothing half-made behind, as ``import`` does
+        raise
+    return module

@@ -2,49 +2,27 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
-from local.server import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from local.moto_backend import install_transaction_applier, uninstall_transaction_applier
+from local.server import spawned
+from local.template import load_handler
+from tests.conftest import TABLE
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "local.server", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                httpx.get(f"{url}/apps/probe/users/u/sessions", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    output = proc.stdout.read() if proc.stdout else ""
-                    raise RuntimeError(f"local server did not start:\n{output}") from None
-                time.sleep(0.2)
+    with spawned() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_local_server_serves_the_session_lifecycle(base_url: str) -> None:
@@ -74,3 +52,201 @@ def test_local_server_answers_json_errors(base_url: str) -> None:
         assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "route_not_found"
         wrong_method = http.put("/apps/demo/users/alice/sessions")
         assert wrong_method.status_code == 405
+
+
+@dataclass(frozen=True)
+class _SlowModule:
+    code_uri: str
+    handler: str = "slow.lambda_handler"
+
+
+def test_load_handler_hands_out_a_module_only_once_its_code_has_run(tmp_path: Path) -> None:
+    # A handler module that takes a while to load, as a real one does (imports, clients): a thread that finds it
+    # half-run would see no lambda_handler yet.
+    (tmp_path / "slow.py").write_text(
+        "import time\ntime.sleep(0.3)\nLOADS = []\n\ndef lambda_handler(event, context):\n    return LOADS\n"
+    )
+    target = _SlowModule(code_uri=str(tmp_path))
+    start = threading.Barrier(16)
+    handlers: list[object] = []
+    errors: list[BaseException] = []
+
+    def first_call() -> None:
+        start.wait()
+        try:
+            handlers.append(load_handler(target))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_call) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(handlers) == 16 and len({id(h) for h in handlers}) == 1  # one module, loaded once
+
+
+def test_first_requests_racing_to_an_unloaded_function_all_get_an_answer(base_url: str) -> None:
+    # No other test of this module calls the context function, and the server is probed on a path that loads
+    # no handler: these 40 requests are the first the function gets, all at once.
+    start = threading.Barrier(40)
+    answers: list[int] = []
+    failures: list[BaseException] = []
+
+    def first_request(i: int) -> None:
+        with httpx.Client(base_url=base_url, timeout=60) as http:
+            start.wait()
+            try:
+                reply = http.get(f"/apps/race/users/u{i}/sessions/none/context")
+                assert reply.json()["error"]["code"] == "session_not_found"
+                answers.append(reply.status_code)
+            except BaseException as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=first_request, args=(i,)) for i in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert answers == [404] * 40
+
+
+def test_racing_appends_to_one_session_all_land_once_and_in_order(base_url: str) -> None:
+    writers, appends = 8, 10
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        assert http.post("/apps/race/users/alice/sessions", json={"session_id": "busy"}).status_code == 201
+    start = threading.Barrier(writers)
+    statuses: dict[int, list[int]] = {}
+    slowest: list[float] = []
+
+    def writer(w: int) -> None:
+        mine: list[int] = []
+        with httpx.Client(base_url=base_url, timeout=60) as http:
+            start.wait()
+            for i in range(appends):
+                began = time.monotonic()
+                reply = http.post(
+                    "/apps/race/users/alice/sessions/busy/events",
+                    json={"id": f"w{w}-{i}", "author": "user", "content": {"parts": [{"text": f"{w}:{i}"}]}},
+                )
+                slowest.append(time.monotonic() - began)
+                mine.append(reply.status_code)
+        statuses[w] = mine
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - began
+    print(f"{writers}x{appends} racing appends: {elapsed:.1f} s, slowest append {max(slowest):.1f} s")
+
+    assert statuses == {w: [201] * appends for w in range(writers)}
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        events = http.get("/apps/race/users/alice/sessions/busy").json()["events"]
+    # The local compaction sweep (every 10 s) may append its summaries among them: a ninth writer.
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    ids = [e["id"] for e in events if e["author"] != "system"]
+    assert sorted(ids) == sorted(f"w{w}-{i}" for w in range(writers) for i in range(appends))  # each once
+    for w in range(writers):  # each writer's events in the order it sent them
+        assert [i for i in ids if i.startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(appends)]
+
+
+# --- moto's transactions, applied without copying tables -----------------------------------------------------
+
+
+@pytest.fixture(params=["local", "moto"])
+def applier(request: pytest.FixtureRequest, aws: dict[str, Any]) -> Iterator[str]:
+    """Each transaction test runs against the local applier and against moto's own, expecting the same."""
+    if request.param == "moto":
+        uninstall_transaction_applier()
+    try:
+        yield str(request.param)
+    finally:
+        install_transaction_applier()
+
+
+def _stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    from agent_memory.aws import client
+
+    streams = client("dynamodbstreams")
+    arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    return list(streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"])
+
+
+def _item(aws: dict[str, Any], sk: str) -> dict[str, Any] | None:
+    found = aws["dynamodb"].get_item(TableName=TABLE, Key={"PK": {"S": "p"}, "SK": {"S": sk}}, ConsistentRead=True)
+    item: dict[str, Any] | None = found.get("Item")
+    return item
+
+
+def _bump(expected: int, new: int) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": TABLE,
+            "Key": {"PK": {"S": "p"}, "SK": {"S": "counter"}},
+            "UpdateExpression": "SET v = :new",
+            "ConditionExpression": "v = :expected",
+            "ExpressionAttributeValues": {":new": {"N": str(new)}, ":expected": {"N": str(expected)}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+def _put(sk: str, **attrs: dict[str, str]) -> dict[str, Any]:
+    item = {"PK": {"S": "p"}, "SK": {"S": sk}, **attrs}
+    return {"Put": {"TableName": TABLE, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
+
+
+def test_a_transaction_cancelled_on_a_condition_writes_nothing_and_names_its_reasons(
+    aws: dict[str, Any], applier: str
+) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    with pytest.raises(db.exceptions.TransactionCanceledException) as info:
+        db.transact_write_items(TransactItems=[_bump(expected=2, new=3), _put("e1"), _put("e2")])
+    reasons = info.value.response["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["ConditionalCheckFailed", "None", "None"]
+    assert reasons[0]["Item"]["v"] == {"N": "1"}  # ALL_OLD: the item that failed the condition
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}}
+    assert _item(aws, "e1") is None and _item(aws, "e2") is None
+    assert len(_stream_records(aws)) == len(before)
+
+
+def test_a_transaction_whose_conditions_hold_applies_every_item_and_streams_them(
+    aws: dict[str, Any], applier: str
+) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    db.transact_write_items(TransactItems=[_bump(expected=1, new=2), _put("e1", body={"S": "x"})])
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "2"}}
+    assert _item(aws, "e1") == {"PK": {"S": "p"}, "SK": {"S": "e1"}, "body": {"S": "x"}}
+    assert [r["eventName"] for r in _stream_records(aws)[len(before) :]] == ["MODIFY", "INSERT"]
+
+
+def test_a_transaction_failing_part_way_is_undone_items_and_stream_alike(aws: dict[str, Any], applier: str) -> None:
+    db = aws["dynamodb"]
+    db.put_item(TableName=TABLE, Item={"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}})
+    before = _stream_records(aws)
+    too_big = {"S": "x" * 410_000}  # passes every condition, then fails DynamoDB's 400 KB item limit when written
+    with pytest.raises(ClientError) as info:
+        db.transact_write_items(TransactItems=[_bump(expected=1, new=2), _put("e1"), _put("e2", body=too_big)])
+    assert info.value.response["Error"]["Code"] in {"ValidationException", "TransactionCanceledException"}
+    assert _item(aws, "counter") == {"PK": {"S": "p"}, "SK": {"S": "counter"}, "v": {"N": "1"}}
+    assert _item(aws, "e1") is None and _item(aws, "e2") is None
+    assert len(_stream_records(aws)) == len(before)
+
+
+def test_a_transaction_naming_one_item_twice_is_refused_whole(aws: dict[str, Any], applier: str) -> None:
+    db = aws["dynamodb"]
+    with pytest.raises(ClientError) as info:
+        db.transact_write_items(TransactItems=[_put("e1"), _put("e1")])
+    assert info.value.response["Error"]["Code"] == "ValidationException"
+    assert _item(aws, "e1") is None
