@@ -38,6 +38,10 @@ class JsonRejected(ValueError):
     """The text is not JSON this service accepts; the message says why (safe to show the client)."""
 
 
+class JsonTooLarge(JsonRejected):
+    """The text is longer than any request body may be."""
+
+
 def nesting_depth_exceeds(structure: str, limit: int) -> bool:
     """Whether the arrays and objects of ``structure`` (JSON text without its strings) nest deeper than ``limit``.
 
@@ -93,7 +97,11 @@ def check_number(value: float | int) -> None:
 def parse_json_body(text: str) -> Any:
     """Parse a request body; JsonRejected (with a message for the client) for anything the service refuses."""
     if len(text) > MAX_BODY_BYTES:
-        raise JsonRejected(f"body is over {MAX_BODY_BYTES} bytes")
+        raise JsonTooLarge(f"body is over {MAX_BODY_BYTES} bytes")
+    try:
+        text.encode("utf-8")  # a body handed over as text (not from HTTP) may hold raw lone surrogates
+    except UnicodeEncodeError as exc:
+        raise JsonRejected("body is not valid Unicode text (a lone surrogate)") from exc
     structure = _STRING.sub('""', text)
     if nesting_depth_exceeds(structure, MAX_DOCUMENT_DEPTH):
         raise JsonRejected(f"JSON nests deeper than {MAX_DOCUMENT_DEPTH} levels")
