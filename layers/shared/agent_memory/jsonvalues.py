@@ -42,11 +42,12 @@ class JsonTooLarge(JsonRejected):
     """The text is longer than any request body may be."""
 
 
-def nesting_depth_exceeds(structure: str, limit: int) -> bool:
-    """Whether the arrays and objects of ``structure`` (JSON text without its strings) nest deeper than ``limit``.
+def unnested_brackets(structure: str, limit: int) -> bytes:
+    """The brackets of ``structure`` (JSON text without its strings) left after ``limit`` rounds of removing the
+    innermost ``[]``/``{}`` pairs: empty exactly when they balance and nest at most ``limit`` deep.
 
-    Each pass removes the innermost ``[]``/``{}`` pairs: text whose nesting is at most ``limit`` is empty after
-    ``limit`` passes. Linear per pass, no recursion, no parsing.
+    Linear per round, no recursion, no parsing: what is left over is either too deep (it still holds a pair)
+    or unbalanced, and json.loads never sees it (it would recurse once per level).
     """
     brackets = structure.encode("ascii", "ignore").translate(_BRACKETS, _NOT_BRACKETS)
     for _ in range(limit):
@@ -54,8 +55,7 @@ def nesting_depth_exceeds(structure: str, limit: int) -> bool:
         if shorter == brackets:
             break
         brackets = shorter
-    # Unbalanced text (invalid JSON) may be left over too; json.loads reports it, once nesting is safe.
-    return b"()" in brackets
+    return brackets
 
 
 def _reject_constant(name: str) -> Any:
@@ -103,8 +103,11 @@ def parse_json_body(text: str) -> Any:
     except UnicodeEncodeError as exc:
         raise JsonRejected("body is not valid Unicode text (a lone surrogate)") from exc
     structure = _STRING.sub('""', text)
-    if nesting_depth_exceeds(structure, MAX_DOCUMENT_DEPTH):
+    left = unnested_brackets(structure, MAX_DOCUMENT_DEPTH)
+    if b"()" in left:
         raise JsonRejected(f"JSON nests deeper than {MAX_DOCUMENT_DEPTH} levels")
+    if left:
+        raise JsonRejected("body is not valid JSON: its brackets do not balance")
     if _LONG_NUMBER.search(structure):
         # Before parsing: Python refuses integers past 4,300 digits with a ValueError of its own.
         raise JsonRejected(f"a number has more than {MAX_INT_DIGITS} digits; DynamoDB numbers hold {MAX_INT_DIGITS}")
