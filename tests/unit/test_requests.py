@@ -81,7 +81,7 @@ def test_parser_depth_bound_is_exact() -> None:
 @pytest.mark.parametrize("depth", [255, 5_000, 100_000])
 def test_parser_refuses_deep_nesting_without_recursion(depth: int) -> None:
     for text in ["[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth, "[" * depth]:
-        with pytest.raises(JsonRejected, match="deeper|balance"):
+        with pytest.raises(JsonRejected, match=r"deeper|balance"):
             parse_json_body(text)
 
 

@@ -124,7 +124,8 @@ class MemoryService:
                 continue
             text = memory_text(kept)
             author = str(event.get("author") or normalise_role(event))
-            ts = float(event.get("timestamp") or self._clock())
+            stamp = event.get("timestamp")  # 0 is a time too (the epoch), not a missing one
+            ts = float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else self._clock()
             records.append(
                 MemoryRecord(
                     id=event_memory_id(key.session_id, str(event["id"])),
