@@ -386,3 +386,74 @@ def test_field_path_leaves_union_tags_out() -> None:
     assert field_path(("<batch>", "events", 3, "timestamp")) == "events[3].timestamp"
     assert field_path(("<event>",)) == ""
     assert field_path(("state",)) == "state"
+
+
+# --- randomised: whatever the bytes, the edge answers a client error or a value storage can hold ---------------
+
+SEED_BODIES = [
+    b'{"author": "u", "timestamp": 1.5, "content": {"parts": [{"text": "hi \\ud83d\\ude00"}]}}',
+    b'{"events": [{"role": "assistant", "content": "x", "turn_id": 2, "metadata": {"a": [1, {"b": null}]}}]}',
+    b'{"author": "a", "actions": {"stateDelta": {"temp:x": 1, "k": [true, false, -0.5e-3]}}}',
+    b'{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{\\"q\\": [1]}"}}]}',
+]
+TOKENS = [
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b'"',
+    b"\\",
+    b"\\ud800",
+    b"NaN",
+    b"1e999",
+    b"9" * 45,
+    b",",
+    b":",
+    b"\xff",
+    b"\xed\xa0\x80",
+]
+
+
+def _mutate(rng: Any, body: bytes) -> bytes:
+    data = bytearray(body)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(data) + 1)
+        action = rng.random()
+        if action < 0.4:
+            data[at:at] = rng.choice(TOKENS) * rng.choice([1, 1, 2, 70, 3000])
+        elif action < 0.7 and data:
+            del data[at : at + rng.randint(1, 8)]
+        else:
+            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
+    return bytes(data)
+
+
+def test_random_bodies_never_escape_as_anything_but_client_errors() -> None:
+    import base64
+    import random
+
+    from agent_memory.api import RequestEvent
+    from agent_memory.errors import MemoryServiceError
+
+    rng = random.Random(7)
+    accepted = refused = 0
+    for _ in range(3_000):
+        raw = _mutate(rng, rng.choice(SEED_BODIES))
+        event = RequestEvent({"body": base64.b64encode(raw).decode(), "isBase64Encoded": True}, parse_body)
+        try:
+            value = event.json_body
+        except MemoryServiceError as exc:
+            assert exc.status in (400, 413)
+            refused += 1
+            continue
+        check_json_value(value, max_depth=MAX_DOCUMENT_DEPTH)  # storable: depth, numbers, UTF-8
+        try:
+            request = APPEND.validate_python(value)
+        except ValidationError:
+            refused += 1
+            continue
+        accepted += 1
+        for item in request.events if isinstance(request, EventBatch) else [request]:
+            check_json_value(item.dump(), max_depth=MAX_DOCUMENT_DEPTH)
+            assert item.timestamp is None or 0 <= item.timestamp <= MAX_TIMESTAMP
+    assert accepted > 100 and refused > 1_000  # the mutations reach both sides
