@@ -398,3 +398,19 @@ def test_booleans_are_never_numbers_in_bodies(api: Api, session: str) -> None:
     assert_error(reply, 422, "validation_error", "top_k")
     reply = api.request("POST", f"{MEMORIES}/search", json_body={"query": "x", "top_k": 2.0})
     assert_error(reply, 422, "validation_error", "top_k")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", f"{SESSIONS}/\ud800"),
+        ("GET", "/apps/app/users/\ud800/sessions"),
+        ("POST", f"{SESSIONS}/a\udfff/events"),
+        ("GET", f"{SESSIONS}/a%ED%A0%80"),
+        ("GET", f"{SESSIONS}/" + "s" * 100_000),
+    ],
+)
+def test_hostile_paths_answer_4xx_with_a_body_that_encodes(api: Api, method: str, path: str) -> None:
+    status, body = invoke(api, method, path)
+    assert status in (400, 404), body
+    json.dumps(body, ensure_ascii=False).encode("utf-8")  # the error quotes the path, but as valid text

@@ -54,17 +54,29 @@ def json_response(status: int, body: Any = None, headers: dict[str, str] | None 
     )
 
 
+def _printable(text: str) -> str:
+    # A message may quote what the client sent (a path holding a lone surrogate): keep it encodable as UTF-8.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(status: int, code: str, message: str, field: str | None = None) -> Response[str]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    """The one error shape: ``{"error": {"code", "message", "field"?}}``."""
+    error: dict[str, Any] = {"code": code, "message": _printable(message)}
     if field is not None:
-        error["field"] = field
+        error["field"] = _printable(field)
     return json_response(status, {"error": error})
 
 
 def domain_error_response(exc: MemoryServiceError) -> Response[str]:
     """A domain error as its JSON response; a 503 says when to retry."""
+    body = exc.to_body()
+    error = body.get("error")
+    if isinstance(error, dict):
+        for key in ("message", "field"):
+            if isinstance(error.get(key), str):
+                error[key] = _printable(error[key])
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ServiceUnavailable) else None
-    return json_response(exc.status, exc.to_body(), headers)
+    return json_response(exc.status, body, headers)
 
 
 def parse_body(text: str) -> Any:
