@@ -414,3 +414,16 @@ def test_hostile_paths_answer_4xx_with_a_body_that_encodes(api: Api, method: str
     status, body = invoke(api, method, path)
     assert status in (400, 404), body
     json.dumps(body, ensure_ascii=False).encode("utf-8")  # the error quotes the path, but as valid text
+
+
+def test_deep_app_and_user_state_cannot_reach_other_sessions(api: Api, session: str) -> None:
+    assert api.create(user="bob", session_id="b1").status == 201
+    for delta in ({"app:shared": nested(40)}, {"user:mine": nested(40)}):
+        reply = api.append(session, text_event("x", actions={"state_delta": delta}))
+        assert_error(reply, 422, "validation_error", "actions.state_delta")
+        created = api.create(session_id="h2", state=delta)
+        assert_error(created, 422, "validation_error", "state")
+    assert_untouched(api, session)
+    assert_no_session(api, "h2")
+    bob = api.get("b1", user="bob")
+    assert bob.status == 200 and bob.body["state"] == {}
