@@ -111,6 +111,19 @@ def test_parser_refuses(text: str) -> None:
         parse_json_body(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"' + '\\"' * 1_000_000,  # an unterminated string of escaped quotes: a retrying regex is quadratic here
+        '"' + '\\"' * 1_000_000 + "\\",
+        "[" + ",".join(['"' + '\\"' * 50] * 20_000) + ", " + '"\\"' * 100_000,
+    ],
+)
+def test_parser_scans_unterminated_strings_in_linear_time(text: str) -> None:
+    with pytest.raises(JsonRejected):  # returns at once; a quadratic scan would take hours on these
+        parse_json_body(text)
+
+
 def test_resolver_deserializer_answers_400_or_413_naming_body() -> None:
     assert parse_body("  ") is None
     with pytest.raises(InvalidInput) as bad:

@@ -25,8 +25,10 @@ MAX_INT_DIGITS = 38  # DynamoDB numbers carry 38 significant digits
 MAX_NUMBER = 9.9999999999999999999999999999999999999e125  # DynamoDB's largest magnitude
 MIN_NUMBER = 1e-130  # DynamoDB's smallest non-zero magnitude
 
-# A JSON string literal (unrolled loop: fast on long strings), removed before looking at the structure.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A JSON string literal, removed before looking at the structure. An unterminated one runs to the end of the
+# text (optionally ending in a lone backslash): the match never fails once it starts at a quote, so the scan
+# stays linear (a failing match would be retried from every later quote: quadratic on '"\\"\\"\\"…').
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 _LONG_NUMBER = re.compile("[0-9]{" + str(MAX_INT_DIGITS + 1) + ",}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Outside strings valid JSON is ASCII; everything but brackets is deleted, opening ones become "(".
