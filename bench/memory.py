@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
+    from agent_memory.requests import MemoryText
     from agent_memory.search.index import Doc, SearchConfig, SearchIndex
     from agent_memory.service.memories import MemoryService, default_embedder, default_memory_service
     from agent_memory.stores.memories import MemoryRecord, S3MemoryStore
@@ -129,7 +130,7 @@ def main() -> None:
             )
             counter = RequestCounter().attach(clients["s3"])
             started = time.perf_counter()
-            service.search("bench", user, queries[0], 10)
+            service.search(app_name="bench", user_id=user, query=queries[0], top_k=10)
             cold_s = time.perf_counter() - started
             cold_requests = counter.count("s3")
             counter.reset()
@@ -137,7 +138,7 @@ def main() -> None:
             lexical: list[float] = []
             for query in queries:
                 t = time.perf_counter()
-                service.search("bench", user, query, 10)
+                service.search(app_name="bench", user_id=user, query=query, top_k=10)
                 hybrid.append(time.perf_counter() - t)
             warm_requests = counter.count("s3") / len(queries)
             index = store.view("bench", user).index
@@ -156,7 +157,8 @@ def main() -> None:
         texts = synthetic(batches * 100, seed=11)
         started = time.perf_counter()
         for b in range(batches):
-            service.add_texts("bench", "writer", [{"text": t} for t in texts[b * 100 : (b + 1) * 100]])
+            batch = [MemoryText(text=t) for t in texts[b * 100 : (b + 1) * 100]]
+            service.add_texts(app_name="bench", user_id="writer", memories=batch)
         save_s = time.perf_counter() - started
     print(f"embedder: {args.embedder}; {args.queries} queries of three words; top_k 10\n")
     print(

@@ -1,22 +1,38 @@
 """POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events: append one event or a batch."""
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_body, json_response, lambda_entry, metrics
+from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.requests import AppendRequest, AppName, EventBatch, IfMatch, SessionId, UserId
 from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
 
 @app.post("/apps/<app_name>/users/<user_id>/sessions/<session_id>/events")
-def append_event(app_name: str, user_id: str, session_id: str) -> Response[str]:
+def append_event(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    body: Annotated[AppendRequest, Body()],
+    if_match: IfMatch = None,
+) -> Response[str]:
+    batch = isinstance(body, EventBatch)
     outcome = default_session_service().append_events(
-        app_name, user_id, session_id, json_body(app), app.current_event.headers.get("if-match")
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        events=body.events if isinstance(body, EventBatch) else [body],
+        if_match=if_match,
+        single=not batch,
     )
     metrics.add_metric(name="EventsAppended", unit=MetricUnit.Count, value=len(outcome.events))
-    body = {"events": outcome.events} if outcome.batch else outcome.events[0]
-    return json_response(201 if outcome.created else 200, body, {"ETag": f'"{outcome.version}"'})
+    payload = {"events": outcome.events} if batch else outcome.events[0]
+    return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
 
 
 lambda_handler = lambda_entry(app)

@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import create_app, json_response, lambda_entry
 from agent_memory.policy.context import ContextOptions
+from agent_memory.requests import AppName, Budget, ContextFormat, SessionId, UserId
 from agent_memory.service.context import default_context_service
 
 app = create_app()
@@ -17,13 +18,13 @@ app = create_app()
 
 @app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/context")
 def get_context(
-    app_name: str,
-    user_id: str,
-    session_id: str,
-    format: Annotated[str, Query()] = "openai",
-    max_tokens: Annotated[int | None, Query()] = None,
-    max_messages: Annotated[int | None, Query()] = None,
-    max_chars: Annotated[int | None, Query()] = None,
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    format: ContextFormat = "openai",
+    max_tokens: Budget = None,
+    max_messages: Budget = None,
+    max_chars: Budget = None,
     keep_first: Annotated[bool, Query()] = False,
     start_with_user: Annotated[bool, Query()] = False,
     include_summary: Annotated[bool, Query()] = True,

@@ -4,12 +4,10 @@ A page holds at most ``limit`` sessions (1-100, default 20), fewer when their st
 ``next_token`` continues it.
 """
 
-from typing import Annotated
-
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.requests import AppName, Limit, NextToken, UserId
 from agent_memory.service.sessions import default_session_service
 
 app = create_app()
@@ -17,10 +15,7 @@ app = create_app()
 
 @app.get("/apps/<app_name>/users/<user_id>/sessions")
 def list_sessions(
-    app_name: str,
-    user_id: str,
-    limit: Annotated[int | None, Query()] = None,
-    next_token: Annotated[str | None, Query()] = None,
+    app_name: AppName, user_id: UserId, limit: Limit = None, next_token: NextToken = None
 ) -> Response[str]:
     return json_response(200, default_session_service().list_sessions(app_name, user_id, limit, next_token))
 

@@ -1,17 +1,27 @@
 """POST /apps/{app_name}/users/{user_id}/memories: save a session's events by policy, or texts directly."""
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_body, json_response, lambda_entry, metrics
+from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.requests import AppName, SaveMemoriesRequest, SaveTextsRequest, UserId
 from agent_memory.service.memories import default_memory_service
 
 app = create_app()
 
 
 @app.post("/apps/<app_name>/users/<user_id>/memories")
-def save_memories(app_name: str, user_id: str) -> Response[str]:
-    result = default_memory_service().save(app_name, user_id, json_body(app))
+def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> Response[str]:
+    service = default_memory_service()
+    if isinstance(body, SaveTextsRequest):
+        result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)
+    else:
+        result = service.save_session(
+            app_name=app_name, user_id=user_id, session_id=body.session_id, policy=body.policy
+        )
     metrics.add_metric(name="MemoriesSaved", unit=MetricUnit.Count, value=result["saved"])
     return json_response(200, result)
 

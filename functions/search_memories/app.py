@@ -3,27 +3,27 @@
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import create_app, json_body, json_response, lambda_entry
-from agent_memory.service.memories import default_memory_service
+from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.requests import AppName, SearchQuery, SearchRequest, TopK, UserId
+from agent_memory.service.memories import DEFAULT_TOP_K, default_memory_service
 
 app = create_app()
 
 
 @app.get("/apps/<app_name>/users/<user_id>/memories/search")
-def search_get(
-    app_name: str,
-    user_id: str,
-    query: Annotated[str | None, Query()] = None,
-    top_k: Annotated[int | None, Query()] = None,
-) -> Response[str]:
-    return json_response(200, default_memory_service().search(app_name, user_id, query, top_k))
+def search_get(app_name: AppName, user_id: UserId, query: SearchQuery, top_k: TopK = None) -> Response[str]:
+    result = default_memory_service().search(
+        app_name=app_name, user_id=user_id, query=query, top_k=DEFAULT_TOP_K if top_k is None else top_k
+    )
+    return json_response(200, result)
 
 
 @app.post("/apps/<app_name>/users/<user_id>/memories/search")
-def search_post(app_name: str, user_id: str) -> Response[str]:
-    return json_response(200, default_memory_service().search_body(app_name, user_id, json_body(app)))
+def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchRequest, Body()]) -> Response[str]:
+    result = default_memory_service().search(app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k)
+    return json_response(200, result)
 
 
 lambda_handler = lambda_entry(app)

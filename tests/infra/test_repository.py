@@ -29,8 +29,11 @@ def test_no_virtual_environment_or_cache_is_tracked() -> None:
     assert bad == [], f"generated files are tracked: {bad[:5]}"
 
 
-def test_the_virtual_environment_is_ignored_as_file_or_folder() -> None:
-    # `.venv/` matches folders only: a `.venv` symlink (as an earlier commit had) would not be ignored.
+def test_the_virtual_environment_is_ignored_as_file_or_folder(tmp_path: Path) -> None:
+    # `.venv/` matches folders only: a `.venv` symlink (as an earlier commit had) would not be ignored. The
+    # rules are checked in an empty repository, where `.venv` is neither a folder nor a link.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     for probe in (".venv", ".venv/bin/python"):
-        result = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
+        result = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=tmp_path)
         assert result.returncode == 0, f"{probe} is not ignored"

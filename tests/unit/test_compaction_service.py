@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import InvalidInput, SessionNotFound
+from agent_memory.models import Event
 from agent_memory.policy.compaction import CompactionSettings
 from agent_memory.policy.context import ContextOptions
 from agent_memory.policy.messages import COMPACTION_META
@@ -63,7 +64,7 @@ def key(session_id: str = "s1") -> SessionKey:
 
 def add_invocations(sessions: SessionService, session_id: str, count: int, start: int = 0) -> None:
     """Create the session if needed and append ``count`` invocations (user message + agent reply)."""
-    sessions.create_session("app", "bob", {"session_id": session_id})
+    sessions.create_session(app_name="app", user_id="bob", session_id=session_id)
     events: list[dict[str, Any]] = []
     for i in range(start, start + count):
         inv = f"{session_id}-inv{i}"
@@ -85,7 +86,9 @@ def add_invocations(sessions: SessionService, session_id: str, count: int, start
                 "content": {"role": "model", "parts": [{"text": f"{session_id} agent {i}"}]},
             }
         )
-    sessions.append_events("app", "bob", session_id, {"events": events})
+    sessions.append_events(
+        app_name="app", user_id="bob", session_id=session_id, events=[Event.model_validate(e) for e in events]
+    )
 
 
 def all_events(store: InMemorySessionStore, session_id: str = "s1") -> list[dict[str, Any]]:
@@ -252,7 +255,7 @@ def test_context_after_two_compactions_has_one_summary(
 
 
 def test_appends_make_sessions_due(sessions: SessionService, store: InMemorySessionStore) -> None:
-    sessions.create_session("app", "bob", {"session_id": "idle"})
+    sessions.create_session(app_name="app", user_id="bob", session_id="idle")
     add_invocations(sessions, "s1", 1)
     add_invocations(sessions, "s2", 1)
     assert store.list_due(100) == [key("s1"), key("s2")]

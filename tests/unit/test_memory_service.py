@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
+from agent_memory.api import field_path
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
 from agent_memory.policy.state import ScopedDelta
+from agent_memory.requests import MemoryText, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.claims import InMemoryClaimStore
@@ -30,6 +33,35 @@ def parts() -> tuple[MemoryService, InMemorySessionStore, InMemoryMemoryStore]:
         sessions, memories, InMemoryClaimStore(), lambda index, q, k: index.search(q, k), clock=lambda: 1000.0
     )
     return service, sessions, memories
+
+
+def _edge(body: Any, adapter: TypeAdapter[Any]) -> Any:
+    """Validate ``body`` as the handler's request model does; a failure is the 422 the API would answer."""
+    try:
+        return adapter.validate_python(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = field_path(first["loc"]) or "body"
+        raise UnprocessableInput(f"{field}: {first['msg']}", field=field) from exc
+
+
+def save(service: MemoryService, app: str, user: str, body: Any) -> dict[str, int]:
+    """What the save handler does: the body through SaveMemoriesRequest, then the service."""
+    request = _edge(body, TypeAdapter(SaveMemoriesRequest))
+    if isinstance(request, SaveTextsRequest):
+        return service.add_texts(app_name=app, user_id=user, memories=request.memories)
+    return service.save_session(app_name=app, user_id=user, session_id=request.session_id, policy=request.policy)
+
+
+def add_texts(service: MemoryService, app: str, user: str, items: list[dict[str, Any]]) -> dict[str, int]:
+    memories = [MemoryText.model_validate(item) for item in items]
+    return service.add_texts(app_name=app, user_id=user, memories=memories)
+
+
+def search_body(service: MemoryService, app: str, user: str, body: Any) -> dict[str, Any]:
+    """What the POST search handler does."""
+    request = _edge(body, TypeAdapter(SearchRequest))
+    return service.search(app_name=app, user_id=user, query=request.query, top_k=request.top_k)
 
 
 def event(i: int, author: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -58,7 +90,7 @@ def test_default_policy_keeps_user_text_and_never_stores_filtered_text_as_contex
             event(3, "user", "I like tea"),
         ],
     )
-    assert service.save("app", "alice", {"session_id": "s1"}) == {"saved": 2, "skipped": 1}
+    assert save(service, "app", "alice", {"session_id": "s1"}) == {"saved": 2, "skipped": 1}
     records = memories.view("app", "alice").records
     assert set(records) == {event_memory_id("s1", "e1"), event_memory_id("s1", "e3")}
     tea = records[event_memory_id("s1", "e3")]
@@ -81,20 +113,20 @@ def test_compaction_events_are_never_saved(parts: Any) -> None:
         },
     }
     seed(sessions, [event(1, "user", "hello there"), summary])
-    assert service.save("app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 1, "skipped": 0}
+    assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 1, "skipped": 0}
 
 
 def test_saves_are_idempotent_and_a_wider_policy_adds_what_was_filtered(parts: Any) -> None:
     service, sessions, _ = parts
     seed(sessions, [event(1, "user", "I live in Porto"), event(2, "planner", "Noted")])
-    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 1
-    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
-    assert service.save("app", "alice", {"session_id": "s1", "policy": "all"})["saved"] == 1
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 1
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0
+    assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"})["saved"] == 1
 
 
 def test_direct_texts_dedupe_by_normalised_text_and_forget_releases_them(parts: Any) -> None:
     service, _, memories = parts
-    assert service.add_texts("app", "alice", [{"text": "likes  jazz"}, {"text": "likes jazz "}]) == {
+    assert add_texts(service, "app", "alice", [{"text": "likes  jazz"}, {"text": "likes jazz "}]) == {
         "saved": 1,
         "skipped": 1,
     }
@@ -102,29 +134,29 @@ def test_direct_texts_dedupe_by_normalised_text_and_forget_releases_them(parts: 
     assert memory_id in memories.view("app", "alice").records
     service.forget("app", "alice", memory_id)
     assert memories.view("app", "alice").records == {}
-    assert service.add_texts("app", "alice", [{"text": "likes jazz"}])["saved"] == 1
+    assert add_texts(service, "app", "alice", [{"text": "likes jazz"}])["saved"] == 1
 
 
 def test_forgotten_event_memories_are_not_saved_again(parts: Any) -> None:
     service, sessions, _ = parts
     seed(sessions, [event(1, "user", "I live in Porto")])
-    service.save("app", "alice", {"session_id": "s1"})
+    save(service, "app", "alice", {"session_id": "s1"})
     service.forget("app", "alice", event_memory_id("s1", "e1"))
-    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0
     service.forget_all("app", "alice")
-    assert service.save("app", "alice", {"session_id": "s1"})["saved"] == 0
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0
 
 
 def test_search_validation_and_results(parts: Any) -> None:
     service, _, _ = parts
-    service.add_texts("app", "alice", [{"text": "allergic to shellfish", "metadata": {"k": 1}, "timestamp": 0}])
-    (hit,) = service.search("app", "alice", "shellfish", 3)["memories"]
+    add_texts(service, "app", "alice", [{"text": "allergic to shellfish", "metadata": {"k": 1}, "timestamp": 0}])
+    (hit,) = service.search(app_name="app", user_id="alice", query="shellfish", top_k=3)["memories"]
     assert hit["content"]["parts"][0]["text"] == "allergic to shellfish" and hit["custom_metadata"] == {"k": 1}
     assert hit["timestamp"] == "1970-01-01T00:00:00Z"
-    assert service.search("app", "bob", "shellfish")["memories"] == []
-    for query, top_k, field in [("", None, "query"), ("x", 0, "top_k"), ("x", True, "top_k"), (None, None, "query")]:
+    assert service.search(app_name="app", user_id="bob", query="shellfish")["memories"] == []
+    for query, top_k, field in [(" ", 5, "query"), ("x", 0, "top_k"), ("x", True, "top_k"), ("x", 101, "top_k")]:
         with pytest.raises(InvalidInput) as err:
-            service.search("app", "alice", query, top_k)
+            service.search(app_name="app", user_id="alice", query=query, top_k=top_k)
         assert err.value.field == field
 
 
@@ -134,7 +166,14 @@ def test_search_validation_and_results(parts: Any) -> None:
         ([], "body"),
         ({"session_id": "s1", "extra": 1}, "extra"),
         ({"memories": [{"text": "x"}], "session_id": "s1"}, "session_id"),
-        ({"memories": [{"text": "x", "when": 1}]}, "memories[0]"),
+        ({"memories": [{"text": "x", "when": 1}]}, "memories[0].when"),
+        ({"memories": [{"text": "   "}]}, "memories[0].text"),
+        ({"memories": [{"text": "x", "timestamp": True}]}, "memories[0].timestamp"),
+        ({"memories": [{"text": "x", "timestamp": -1e12}]}, "memories[0].timestamp"),
+        ({"memories": [{"text": "x", "timestamp": 1e20}]}, "memories[0].timestamp"),
+        ({"memories": [{"text": "x", "timestamp": float("nan")}]}, "memories[0].timestamp"),
+        ({"memories": [{"text": "x", "metadata": [1]}]}, "memories[0].metadata"),
+        ({"sessionId": "s1", "session_id": "s1"}, "session_id"),
         ({"memories": [{"text": "x", "timestamp": "soon"}]}, "memories[0].timestamp"),
         ({"memories": [{"text": "x" * 20_001}]}, "memories[0].text"),
         ({"memories": [{"text": "x"}] * 101}, "memories"),
@@ -144,27 +183,29 @@ def test_search_validation_and_results(parts: Any) -> None:
 def test_bad_save_bodies(parts: Any, body: Any, field: str) -> None:
     service, _, _ = parts
     with pytest.raises((UnprocessableInput, InvalidInput)) as err:
-        service.save("app", "alice", body)
+        save(service, "app", "alice", body)
     assert err.value.field == field
 
 
 def test_save_of_a_missing_session_is_404(parts: Any) -> None:
     service, _, _ = parts
     with pytest.raises(SessionNotFound):
-        service.save("app", "alice", {"session_id": "ghost"})
+        save(service, "app", "alice", {"session_id": "ghost"})
 
 
-@pytest.mark.parametrize("body", [None, [], {"query": "x", "limit": 3}])
-def test_search_body_must_be_query_and_top_k(parts: Any, body: Any) -> None:
+@pytest.mark.parametrize(
+    ("body", "field"), [(None, "body"), ([], "body"), ({"query": "x", "limit": 3}, "limit"), ({}, "query")]
+)
+def test_search_body_must_be_query_and_top_k(parts: Any, body: Any, field: str) -> None:
     service, _, _ = parts
     with pytest.raises(UnprocessableInput) as err:
-        service.search_body("app", "alice", body)
-    assert err.value.field == "body"
+        search_body(service, "app", "alice", body)
+    assert err.value.field == field
 
 
 def test_search_body_answers_what_search_does(parts: Any) -> None:
     service, _, _ = parts
-    service.add_texts("app", "alice", [{"text": "plays the oboe"}, {"text": "grows basil"}])
-    assert service.search_body("app", "alice", {"query": "oboe", "top_k": 1}) == service.search(
-        "app", "alice", "oboe", 1
+    add_texts(service, "app", "alice", [{"text": "plays the oboe"}, {"text": "grows basil"}])
+    assert search_body(service, "app", "alice", {"query": "oboe", "top_k": 1}) == service.search(
+        app_name="app", user_id="alice", query="oboe", top_k=1
     )

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
+from agent_memory.api import field_path
 from agent_memory.errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
-from agent_memory.service.sessions import MAX_BATCH, SessionService, parse_if_match, parse_timestamp
+from agent_memory.requests import AppendRequest, CreateSessionRequest, EventBatch
+from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
 from agent_memory.stores.memory import InMemoryPublisher, InMemorySessionStore
 
 NOW = 1000.0
@@ -40,8 +43,43 @@ def service(store: InMemorySessionStore, publisher: InMemoryPublisher) -> Sessio
 @pytest.fixture
 def session(service: SessionService) -> SessionService:
     """The service with session (app, bob, s1) created."""
-    service.create_session("app", "bob", {"session_id": "s1"})
+    create(service, "app", "bob", {"session_id": "s1"})
     return service
+
+
+APPEND: TypeAdapter[Any] = TypeAdapter(AppendRequest)
+
+
+def _edge(body: Any, adapter: TypeAdapter[Any]) -> Any:
+    """Validate ``body`` as the handler's request model does; a failure is the 422 the API would answer."""
+    try:
+        return adapter.validate_python(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = field_path(first["loc"]) or "body"
+        raise UnprocessableInput(f"{field}: {first['msg']}", field=field) from exc
+
+
+def create(service: SessionService, app: str, user: str, body: Any = None) -> tuple[dict[str, Any], bool]:
+    """What the create handler does: the body through CreateSessionRequest, then the service."""
+    request = CreateSessionRequest() if body is None else _edge(body, TypeAdapter(CreateSessionRequest))
+    return service.create_session(app_name=app, user_id=user, session_id=request.session_id, state=request.state)
+
+
+def append(
+    service: SessionService, app: str, user: str, sid: str, body: Any, if_match: str | None = None
+) -> AppendOutcome:
+    """What the append handler does: the body through AppendRequest, then the service."""
+    request = _edge(body, APPEND)
+    single = not isinstance(request, EventBatch)
+    events = [request] if single else request.events
+    return service.append_events(
+        app_name=app, user_id=user, session_id=sid, events=events, if_match=if_match, single=single
+    )
+
+
+def is_batch(body: Any) -> bool:
+    return isinstance(APPEND.validate_python(body), EventBatch)
 
 
 def msg(text: str = "hi", **extra: Any) -> dict[str, Any]:
@@ -52,7 +90,7 @@ def msg(text: str = "hi", **extra: Any) -> dict[str, Any]:
 
 
 def test_create_is_get_or_create(service: SessionService, publisher: InMemoryPublisher) -> None:
-    data, created = service.create_session("app", "bob", {"session_id": "s1", "state": {"a": 1}})
+    data, created = create(service, "app", "bob", {"session_id": "s1", "state": {"a": 1}})
     assert created is True
     assert data["created"] is True
     assert data["id"] == "s1" and data["app_name"] == "app" and data["user_id"] == "bob"
@@ -60,7 +98,7 @@ def test_create_is_get_or_create(service: SessionService, publisher: InMemoryPub
     assert data["create_time"] == NOW and data["last_update_time"] == NOW
     assert data["version"] == 0 and data["events"] == []
 
-    again, created_again = service.create_session("app", "bob", {"session_id": "s1", "state": {"a": 2}})
+    again, created_again = create(service, "app", "bob", {"session_id": "s1", "state": {"a": 2}})
     assert created_again is False
     assert again["created"] is False
     assert again["state"] == {"a": 1}  # existing session untouched
@@ -71,35 +109,38 @@ def test_create_is_get_or_create(service: SessionService, publisher: InMemoryPub
 
 
 def test_create_accepts_camel_case_session_id(service: SessionService) -> None:
-    data, created = service.create_session("app", "bob", {"sessionId": "camel-1"})
+    data, created = create(service, "app", "bob", {"sessionId": "camel-1"})
     assert created and data["id"] == "camel-1"
 
 
 @pytest.mark.parametrize("body", [None, {}, {"state": {}}])
 def test_create_without_session_id_generates_one(service: SessionService, body: Any) -> None:
-    first, created = service.create_session("app", "bob", body)
-    second, _ = service.create_session("app", "bob", body)
+    first, created = create(service, "app", "bob", body)
+    second, _ = create(service, "app", "bob", body)
     assert created
     assert first["id"] and second["id"] and first["id"] != second["id"]
     assert len(service.list_sessions("app", "bob")["sessions"]) == 2
 
 
 def test_create_splits_state_by_scope_and_drops_temp(service: SessionService, store: InMemorySessionStore) -> None:
-    data, _ = service.create_session(
-        "app", "bob", {"session_id": "s1", "state": {"k": 1, "user:name": "Bob", "app:tier": "pro", "temp:x": 9}}
+    data, _ = create(
+        service,
+        "app",
+        "bob",
+        {"session_id": "s1", "state": {"k": 1, "user:name": "Bob", "app:tier": "pro", "temp:x": 9}},
     )
     assert data["state"] == {"k": 1, "user:name": "Bob", "app:tier": "pro"}
     # user state is shared by the user's other sessions, app state by everyone in the app
-    other, _ = service.create_session("app", "bob", {"session_id": "s2"})
+    other, _ = create(service, "app", "bob", {"session_id": "s2"})
     assert other["state"] == {"user:name": "Bob", "app:tier": "pro"}
-    carol, _ = service.create_session("app", "carol", {"session_id": "s1"})
+    carol, _ = create(service, "app", "carol", {"session_id": "s1"})
     assert carol["state"] == {"app:tier": "pro"}
 
 
 def test_publisher_failure_does_not_fail_create(store: InMemorySessionStore) -> None:
     publisher = ExplodingPublisher()
     service = SessionService(store, publisher, clock=lambda: NOW)
-    data, created = service.create_session("app", "bob", {"session_id": "s1"})
+    data, created = create(service, "app", "bob", {"session_id": "s1"})
     assert created and data["id"] == "s1"
     assert publisher.calls == 1
     assert service.get_session("app", "bob", "s1")["id"] == "s1"
@@ -107,28 +148,28 @@ def test_publisher_failure_does_not_fail_create(store: InMemorySessionStore) -> 
 
 def test_no_publish_when_not_created(session: SessionService, publisher: InMemoryPublisher) -> None:
     publisher.published.clear()
-    session.create_session("app", "bob", {"session_id": "s1"})
+    create(session, "app", "bob", {"session_id": "s1"})
     assert publisher.published == []
 
 
 def test_create_without_publisher(store: InMemorySessionStore) -> None:
     service = SessionService(store, None, clock=lambda: NOW)
-    _, created = service.create_session("app", "bob", {"session_id": "s1"})
+    _, created = create(service, "app", "bob", {"session_id": "s1"})
     assert created
 
 
 @pytest.mark.parametrize("body", [[], "s1", 5, ["session_id"], True])
 def test_create_body_must_be_object(service: SessionService, body: Any) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        service.create_session("app", "bob", body)
+        create(service, "app", "bob", body)
     assert info.value.field == "body"
     assert info.value.status == 422
 
 
 def test_create_unknown_field_is_named(service: SessionService) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        service.create_session("app", "bob", {"session_id": "s1", "zeta": 1, "alpha": 2})
-    assert info.value.field == "alpha"  # first in sorted order
+        create(service, "app", "bob", {"session_id": "s1", "zeta": 1, "alpha": 2})
+    assert info.value.field == "zeta"  # the first unknown one, in the body's order
     assert service.list_sessions("app", "bob")["sessions"] == []
 
 
@@ -136,7 +177,7 @@ def test_create_unknown_field_is_named(service: SessionService) -> None:
 @pytest.mark.parametrize("key", ["session_id", "sessionId"])
 def test_create_bad_session_id_is_422(service: SessionService, key: str, session_id: Any) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        service.create_session("app", "bob", {key: session_id})
+        create(service, "app", "bob", {key: session_id})
     assert info.value.field == "session_id"
     assert info.value.status == 422
 
@@ -144,7 +185,7 @@ def test_create_bad_session_id_is_422(service: SessionService, key: str, session
 @pytest.mark.parametrize("state", ["x", [1], 5, True])
 def test_create_state_must_be_object(service: SessionService, state: Any) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        service.create_session("app", "bob", {"session_id": "s1", "state": state})
+        create(service, "app", "bob", {"session_id": "s1", "state": state})
     assert info.value.field == "state"
     assert service.list_sessions("app", "bob")["sessions"] == []
 
@@ -152,7 +193,7 @@ def test_create_state_must_be_object(service: SessionService, state: Any) -> Non
 @pytest.mark.parametrize(("app", "user", "field"), [("-x", "bob", "app_name"), ("app", "a/b", "user_id")])
 def test_create_bad_path_identifiers_are_400(service: SessionService, app: str, user: str, field: str) -> None:
     with pytest.raises(InvalidInput) as info:
-        service.create_session(app, user, {"session_id": "s1"})
+        create(service, app, user, {"session_id": "s1"})
     assert info.value.field == field
     assert info.value.status == 400
 
@@ -191,7 +232,7 @@ def test_get_num_recent_events_negative_is_rejected(session: SessionService) -> 
 
 
 def _seed_events(service: SessionService) -> None:
-    service.append_events("app", "bob", "s1", {"events": [msg(f"m{i}", timestamp=1000.0 + i) for i in range(5)]})
+    append(service, "app", "bob", "s1", {"events": [msg(f"m{i}", timestamp=1000.0 + i) for i in range(5)]})
 
 
 @pytest.mark.parametrize(("n", "expected"), [(None, 5), (0, 0), (2, 2), (10, 5)])
@@ -249,7 +290,7 @@ def test_list_limit_bounds(service: SessionService, limit: int) -> None:
 
 def test_list_default_page_is_20(service: SessionService) -> None:
     for i in range(25):
-        service.create_session("app", "bob", {"session_id": f"s{i:02d}"})
+        create(service, "app", "bob", {"session_id": f"s{i:02d}"})
     page = service.list_sessions("app", "bob")
     assert len(page["sessions"]) == 20
     assert page["next_token"] is not None
@@ -261,15 +302,15 @@ def test_list_default_page_is_20(service: SessionService) -> None:
 @pytest.mark.parametrize("limit", [1, 100])
 def test_list_limit_edges_are_accepted(service: SessionService, limit: int) -> None:
     for i in range(3):
-        service.create_session("app", "bob", {"session_id": f"s{i}"})
+        create(service, "app", "bob", {"session_id": f"s{i}"})
     assert len(service.list_sessions("app", "bob", limit=limit)["sessions"]) == min(limit, 3)
 
 
 def test_list_pages_through_everything_without_events(service: SessionService) -> None:
     ids = [f"s{i}" for i in range(5)]
     for sid in ids:
-        service.create_session("app", "bob", {"session_id": sid})
-    service.create_session("app", "alice", {"session_id": "other"})
+        create(service, "app", "bob", {"session_id": sid})
+    create(service, "app", "alice", {"session_id": "other"})
     seen: list[str] = []
     token = None
     while True:
@@ -284,7 +325,7 @@ def test_list_pages_through_everything_without_events(service: SessionService) -
 
 def test_list_rejects_token_from_another_user(service: SessionService) -> None:
     for i in range(3):
-        service.create_session("app", "bob", {"session_id": f"s{i}"})
+        create(service, "app", "bob", {"session_id": f"s{i}"})
     token = service.list_sessions("app", "bob", limit=1)["next_token"]
     assert token is not None
     with pytest.raises(InvalidInput) as info:
@@ -318,8 +359,8 @@ def test_delete_bad_identifier(service: SessionService) -> None:
 
 
 def test_append_single_event(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", msg("hello"))
-    assert outcome.batch is False
+    outcome = append(session, "app", "bob", "s1", msg("hello"))
+    assert not is_batch(msg("hello"))
     assert outcome.created is True
     assert outcome.version == 1
     assert len(outcome.events) == 1
@@ -331,8 +372,8 @@ def test_append_single_event(session: SessionService) -> None:
 
 
 def test_append_batch(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", {"events": [msg("a"), msg("b"), msg("c")]})
-    assert outcome.batch is True
+    outcome = append(session, "app", "bob", "s1", {"events": [msg("a"), msg("b"), msg("c")]})
+    assert is_batch({"events": [msg("a")]})
     assert outcome.created is True
     assert outcome.version == 1  # one append, one version
     assert [e["seq"] for e in outcome.events] == [1, 2, 3]
@@ -341,13 +382,13 @@ def test_append_batch(session: SessionService) -> None:
 
 
 def test_append_batch_of_max_size_is_accepted(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", {"events": [msg(str(i)) for i in range(MAX_BATCH)]})
+    outcome = append(session, "app", "bob", "s1", {"events": [msg(str(i)) for i in range(MAX_BATCH)]})
     assert len(outcome.events) == MAX_BATCH == 100
 
 
 def test_append_batch_too_large(session: SessionService) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"events": [msg(str(i)) for i in range(101)]})
+        append(session, "app", "bob", "s1", {"events": [msg(str(i)) for i in range(101)]})
     assert info.value.field == "events"
     assert session.get_session("app", "bob", "s1")["events"] == []
 
@@ -355,48 +396,48 @@ def test_append_batch_too_large(session: SessionService) -> None:
 @pytest.mark.parametrize("events", [[], None, "x", {"a": 1}])
 def test_append_events_must_be_non_empty_list(session: SessionService, events: Any) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"events": events})
+        append(session, "app", "bob", "s1", {"events": events})
     assert info.value.field == "events"
 
 
 def test_append_events_beside_other_keys(session: SessionService) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"events": [msg()], "zzz": 1, "extra": 2})
-    assert info.value.field == "extra"
+        append(session, "app", "bob", "s1", {"events": [msg()], "zzz": 1, "extra": 2})
+    assert info.value.field == "zzz"  # the first unknown one, in the body's order
 
 
 def test_events_key_on_an_adk_event_is_an_extra_field(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", msg("x", events=[1, 2]))
-    assert outcome.batch is False
+    outcome = append(session, "app", "bob", "s1", msg("x", events=[1, 2]))
+    assert not is_batch(msg("x", events=[1, 2]))
     assert outcome.events[0]["events"] == [1, 2]
 
 
 @pytest.mark.parametrize("body", [[], "hello", None, 5])
 def test_append_body_must_be_object(session: SessionService, body: Any) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", body)
+        append(session, "app", "bob", "s1", body)
     assert info.value.field == "body"
 
 
 def test_append_batch_item_not_object(session: SessionService) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"events": [msg(), "nope"]})
+        append(session, "app", "bob", "s1", {"events": [msg(), "nope"]})
     assert info.value.field == "events[1]"
     assert session.get_session("app", "bob", "s1")["events"] == []  # nothing stored from a bad batch
 
 
 def test_append_validation_error_names_the_field(session: SessionService) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"author": "u", "content": {"parts": [{"text": 5}]}})
+        append(session, "app", "bob", "s1", {"author": "u", "content": {"parts": [{"text": 5}]}})
     assert info.value.field == "content.parts[0].text"
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", {"events": [msg(), {"author": "u", "timestamp": "soon"}]})
+        append(session, "app", "bob", "s1", {"events": [msg(), {"author": "u", "timestamp": "soon"}]})
     assert info.value.field == "events[1].timestamp"
 
 
 def test_append_chat_message(session: SessionService) -> None:
-    outcome = session.append_events(
-        "app", "bob", "s1", {"role": "assistant", "content": "hi there", "turn_id": "t1", "metadata": {"x": 1}}
+    outcome = append(
+        session, "app", "bob", "s1", {"role": "assistant", "content": "hi there", "turn_id": "t1", "metadata": {"x": 1}}
     )
     stored = outcome.events[0]
     assert stored["author"] == "assistant"
@@ -407,7 +448,8 @@ def test_append_chat_message(session: SessionService) -> None:
 
 
 def test_append_chat_messages_in_a_batch(session: SessionService) -> None:
-    outcome = session.append_events(
+    outcome = append(
+        session,
         "app",
         "bob",
         "s1",
@@ -435,17 +477,17 @@ def test_append_chat_messages_in_a_batch(session: SessionService) -> None:
 )
 def test_append_bad_chat_message_is_422(session: SessionService, body: dict[str, Any], field: str) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", body)
+        append(session, "app", "bob", "s1", body)
     assert info.value.field == field
 
 
 def test_append_ignores_client_seq(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", {"events": [msg("a", seq=99), msg("b", seq=-5)]})
+    outcome = append(session, "app", "bob", "s1", {"events": [msg("a", seq=99), msg("b", seq=-5)]})
     assert [e["seq"] for e in outcome.events] == [1, 2]
 
 
 def test_append_fills_id_and_timestamp_from_the_clock_but_keeps_given_ones(session: SessionService) -> None:
-    outcome = session.append_events("app", "bob", "s1", {"events": [msg("a"), msg("b", id="mine", timestamp=5.5)]})
+    outcome = append(session, "app", "bob", "s1", {"events": [msg("a"), msg("b", id="mine", timestamp=5.5)]})
     assert outcome.events[0]["timestamp"] == NOW
     assert outcome.events[1]["id"] == "mine"
     assert outcome.events[1]["timestamp"] == 5.5
@@ -456,12 +498,13 @@ def test_append_fills_id_and_timestamp_from_the_clock_but_keeps_given_ones(sessi
 )
 def test_append_bad_event_id(session: SessionService, body: dict[str, Any], field: str) -> None:
     with pytest.raises(UnprocessableInput) as info:
-        session.append_events("app", "bob", "s1", body)
+        append(session, "app", "bob", "s1", body)
     assert info.value.field == field
 
 
 def test_append_strips_temp_state_and_applies_deltas(session: SessionService) -> None:
-    outcome = session.append_events(
+    outcome = append(
+        session,
         "app",
         "bob",
         "s1",
@@ -475,8 +518,8 @@ def test_append_strips_temp_state_and_applies_deltas(session: SessionService) ->
 
 
 def test_append_duplicate_id_is_not_stored_twice(session: SessionService) -> None:
-    first = session.append_events("app", "bob", "s1", msg("a", id="e1"))
-    again = session.append_events("app", "bob", "s1", msg("a", id="e1"))  # a resend: the server fills the time
+    first = append(session, "app", "bob", "s1", msg("a", id="e1"))
+    again = append(session, "app", "bob", "s1", msg("a", id="e1"))  # a resend: the server fills the time
     assert first.created is True and again.created is False
     assert again.version == first.version == 1
     assert again.events == first.events
@@ -484,20 +527,20 @@ def test_append_duplicate_id_is_not_stored_twice(session: SessionService) -> Non
 
 
 def test_append_reused_id_with_another_body_is_a_conflict(session: SessionService) -> None:
-    session.append_events("app", "bob", "s1", msg("a", id="e1"))
+    append(session, "app", "bob", "s1", msg("a", id="e1"))
     with pytest.raises(EventIdConflict) as single:
-        session.append_events("app", "bob", "s1", msg("changed", id="e1"))
+        append(session, "app", "bob", "s1", msg("changed", id="e1"))
     assert single.value.field == "id"
     with pytest.raises(EventIdConflict) as batch:
-        session.append_events("app", "bob", "s1", {"events": [msg("b", id="e2"), msg("changed", id="e1")]})
+        append(session, "app", "bob", "s1", {"events": [msg("b", id="e2"), msg("changed", id="e1")]})
     assert batch.value.field == "events[1].id"
     events = session.get_session("app", "bob", "s1")["events"]
     assert [(e["id"], e["content"]["parts"][0]["text"]) for e in events] == [("e1", "a")]
 
 
 def test_append_batch_partly_duplicate_is_created(session: SessionService) -> None:
-    session.append_events("app", "bob", "s1", msg("a", id="e1"))
-    outcome = session.append_events("app", "bob", "s1", {"events": [msg("a", id="e1"), msg("b", id="e2")]})
+    append(session, "app", "bob", "s1", msg("a", id="e1"))
+    outcome = append(session, "app", "bob", "s1", {"events": [msg("a", id="e1"), msg("b", id="e2")]})
     assert outcome.created is True
     assert [e["seq"] for e in outcome.events] == [1, 2]
     assert outcome.version == 2
@@ -505,34 +548,23 @@ def test_append_batch_partly_duplicate_is_created(session: SessionService) -> No
 
 def test_append_to_missing_session(service: SessionService) -> None:
     with pytest.raises(SessionNotFound):
-        service.append_events("app", "bob", "nope", msg())
-
-
-@pytest.mark.parametrize(
-    ("header", "expected"),
-    [('"3"', 3), ('W/"3"', 3), ("*", "*"), (None, None), (' "7" ', 7), ('"0"', 0), ("12", 12), (" * ", "*")],
-)
-def test_parse_if_match(header: str | None, expected: int | str | None) -> None:
-    assert parse_if_match(header) == expected
-
-
-@pytest.mark.parametrize("header", ['"abc"', "", '""', '"-1"', '"1.5"', 'W/"x"', '"1", "2"'])
-def test_parse_if_match_non_version_is_412(header: str) -> None:
-    with pytest.raises(PreconditionFailed) as info:
-        parse_if_match(header)
-    assert info.value.status == 412
-    assert info.value.field == "If-Match"
+        append(service, "app", "bob", "nope", msg())
 
 
 def test_append_with_current_if_match(session: SessionService) -> None:
-    assert session.append_events("app", "bob", "s1", msg("a"), if_match='"0"').version == 1
-    assert session.append_events("app", "bob", "s1", msg("b"), if_match='W/"1"').version == 2
+    assert append(session, "app", "bob", "s1", msg("a"), if_match='"0"').version == 1
+    assert append(session, "app", "bob", "s1", msg("b"), if_match='"0", "1"').version == 2
+    with pytest.raises(PreconditionFailed):  # RFC 9110 strong comparison: a weak tag never matches
+        append(session, "app", "bob", "s1", msg("c"), if_match='W/"2"')
+    with pytest.raises(PreconditionFailed):  # tags compare as text: "02" is not the ETag "2"
+        append(session, "app", "bob", "s1", msg("c"), if_match='"02"')
+    assert session.get_session("app", "bob", "s1")["version"] == 2
 
 
 def test_append_with_stale_if_match_stores_nothing(session: SessionService) -> None:
-    session.append_events("app", "bob", "s1", msg("a"))
+    append(session, "app", "bob", "s1", msg("a"))
     with pytest.raises(PreconditionFailed):
-        session.append_events("app", "bob", "s1", msg("b", actions={"stateDelta": {"k": 1}}), if_match='"0"')
+        append(session, "app", "bob", "s1", msg("b", actions={"stateDelta": {"k": 1}}), if_match='"0"')
     got = session.get_session("app", "bob", "s1")
     assert [e["content"]["parts"][0]["text"] for e in got["events"]] == ["a"]
     assert got["version"] == 1
@@ -541,18 +573,18 @@ def test_append_with_stale_if_match_stores_nothing(session: SessionService) -> N
 
 def test_append_with_unparseable_if_match_stores_nothing(session: SessionService) -> None:
     with pytest.raises(PreconditionFailed):
-        session.append_events("app", "bob", "s1", msg(), if_match='"abc"')
+        append(session, "app", "bob", "s1", msg(), if_match='"abc"')
     assert session.get_session("app", "bob", "s1")["events"] == []
 
 
 def test_append_if_match_star_on_missing_session(service: SessionService) -> None:
     with pytest.raises(SessionNotFound):
-        service.append_events("app", "bob", "nope", msg(), if_match="*")
+        append(service, "app", "bob", "nope", msg(), if_match="*")
 
 
 def test_append_if_match_star_on_existing_session(session: SessionService) -> None:
-    session.append_events("app", "bob", "s1", msg("a"))
-    assert session.append_events("app", "bob", "s1", msg("b"), if_match="*").version == 2
+    append(session, "app", "bob", "s1", msg("a"))
+    assert append(session, "app", "bob", "s1", msg("b"), if_match="*").version == 2
 
 
 @pytest.mark.parametrize(
@@ -561,12 +593,12 @@ def test_append_if_match_star_on_existing_session(session: SessionService) -> No
 )
 def test_append_bad_path_identifiers(session: SessionService, app: str, user: str, sid: str, field: str) -> None:
     with pytest.raises(InvalidInput) as info:
-        session.append_events(app, user, sid, msg())
+        append(session, app, user, sid, msg())
     assert info.value.field == field
     assert info.value.status == 400
 
 
 def test_update_time_follows_newest_event(session: SessionService) -> None:
-    session.append_events("app", "bob", "s1", msg(timestamp=1500.0))
-    session.append_events("app", "bob", "s1", msg(timestamp=1200.0))
+    append(session, "app", "bob", "s1", msg(timestamp=1500.0))
+    append(session, "app", "bob", "s1", msg(timestamp=1200.0))
     assert session.get_session("app", "bob", "s1")["last_update_time"] == 1500.0

@@ -2,26 +2,37 @@
 
 Errors are mapped to responses here and only here: domain exceptions carry their status; Powertools'
 request validation errors take the same ``{"error": {"code", "message", "field"}}`` shape (400 for path,
-query and header parameters, 422 for the body); anything unexpected is logged and answered with a JSON 500
-that reveals nothing.
+query and header parameters, 422 for the body, 413 for a bounded body field that is too large); anything
+unexpected is logged and answered with a JSON 500 that reveals nothing.
+
+Request bodies are parsed once, by the hardened parser (``jsonvalues.parse_json_body``) that the resolver
+uses for every ``Body()`` parameter, whatever the ``Content-Type`` says (``curl -d`` sends form-urlencoded):
+a body that is not UTF-8, not JSON, or JSON this service refuses answers 400 naming ``body``.
 """
 
 from __future__ import annotations
 
-import json
+import base64
+import binascii
 import os
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from .aws import capacity_error
-from .errors import InvalidInput, MemoryServiceError, ServiceUnavailable
+from .errors import InvalidInput, MemoryServiceError, PayloadTooLarge, ServiceUnavailable
 from .jsonio import RESPONSE_CAP, dumps, wire_size
+from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
+from .requests import UNION_TAGS
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -55,43 +66,111 @@ def json_response(
     return Response(status_code=status, content_type=JSON, body=text, headers=headers)
 
 
+def _printable(text: str) -> str:
+    # A message may quote what the client sent (a path holding a lone surrogate): keep it encodable as UTF-8.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(status: int, code: str, message: str, field: str | None = None) -> Response[str]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    """The one error shape: ``{"error": {"code", "message", "field"?}}``."""
+    error: dict[str, Any] = {"code": code, "message": _printable(message)}
     if field is not None:
-        error["field"] = field
+        error["field"] = _printable(field)
     return json_response(status, {"error": error})
 
 
 def domain_error_response(exc: MemoryServiceError) -> Response[str]:
     """A domain error as its JSON response; a 503 says when to retry."""
+    body = exc.to_body()
+    error = body.get("error")
+    if isinstance(error, dict):
+        for key in ("message", "field"):
+            if isinstance(error.get(key), str):
+                error[key] = _printable(error[key])
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ServiceUnavailable) else None
-    return json_response(exc.status, exc.to_body(), headers)
+    return json_response(exc.status, body, headers)
 
 
-def json_body(app: APIGatewayHttpResolver) -> Any:
-    """The request body parsed as JSON; None when there is no body. Bad JSON: 400 naming ``body``."""
-    raw = app.current_event.decoded_body
-    if raw is None or not raw.strip():
+def parse_body(text: str) -> Any:
+    """The resolver's JSON deserializer: a blank body is no body; anything refused is a 400 naming ``body``."""
+    if not text.strip():
         return None
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"body is not valid JSON: {exc}", field="body") from exc
+        return parse_json_body(text)
+    except JsonTooLarge as exc:
+        raise PayloadTooLarge(str(exc), field="body") from exc
+    except JsonRejected as exc:
+        raise InvalidInput(str(exc), field="body") from exc
+
+
+class RequestEvent(APIGatewayProxyEventV2):
+    """The HTTP API event, with a body decoded strictly: bad base64 or UTF-8 is the client's error (400)."""
+
+    @cached_property
+    def decoded_body(self) -> str | None:
+        body = self.body
+        if not body:
+            return body
+        if len(body) > MAX_BODY_BYTES * 4 // 3 + 4:
+            raise PayloadTooLarge(f"body is over {MAX_BODY_BYTES} bytes", field="body")
+        if not self.is_base64_encoded:
+            return body
+        try:
+            return base64.b64decode(body, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise InvalidInput("body is not valid UTF-8 text", field="body") from exc
+
+
+class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
+    """Powertools' request validation, reading every body as JSON through ``parse_body``."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+
+    def _get_body(self, app: Any) -> Any:
+        return app.current_event.json_body
+
+
+class Resolver(APIGatewayHttpResolver):
+    """The HTTP API resolver with validation, the hardened body parser and ``RequestEvent``."""
+
+    def __init__(self) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=parse_body)
+        self._request_validation_middleware = _JsonBodyValidation()
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> RequestEvent:
+        return RequestEvent(event, self._json_body_deserializer)
+
+
+def field_path(loc: Sequence[Any]) -> str:
+    """``("events", 3, "timestamp")`` as ``events[3].timestamp``; union tags are left out."""
+    path = ""
+    for part in loc:
+        if part in UNION_TAGS:
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
 
 
 def _validation_error(exc: RequestValidationError) -> Response[str]:
     first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
-    loc = [str(p) for p in first.get("loc", ())]
-    where = loc[0] if loc else "body"
-    field = ".".join(loc[1:]) or where
+    loc = list(first.get("loc", ()))
+    where = str(loc[0]) if loc else "body"
+    field = field_path(loc[1:]) or where
     message = f"{field}: {first.get('msg', 'invalid value')}"
-    status = 422 if where == "body" else 400
-    return error_response(status, "validation_error" if status == 422 else "invalid_input", message, field)
+    if where != "body":
+        return error_response(400, "invalid_input", message, field)
+    if first.get("type") == "payload_too_large":
+        return error_response(413, "payload_too_large", message, field)
+    return error_response(422, "validation_error", message, field)
 
 
-def create_app() -> APIGatewayHttpResolver:
+def create_app() -> Resolver:
     """A resolver with validation and the project's error mapping."""
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = Resolver()
 
     @app.exception_handler(MemoryServiceError)
     def _domain(exc: MemoryServiceError) -> Response[str]:
@@ -119,12 +198,24 @@ def create_app() -> APIGatewayHttpResolver:
     return app
 
 
-def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The Lambda handler for ``app``: correlation id from the request, metrics flushed after each call."""
+def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda handler for ``app``: correlation id from the request, metrics flushed after each call.
+
+    The resolver keeps the request being handled on itself (``current_event``, the validated arguments), so
+    one resolver handles one request at a time: Lambda never runs two at once in a process, the local server
+    does (its threads share the handler's module), hence the lock. It is re-entrant: a test that, inside an
+    injected fault, makes a second request to the same function (another writer, as another container would
+    be) must not deadlock on itself.
+    """
+    lock = threading.RLock()
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @metrics.log_metrics(raise_on_empty_metrics=False)
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return app.resolve(event, context)
 
-    return cast(Callable[[dict[str, Any], Any], dict[str, Any]], handler)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with lock:  # the logger's correlation id and the metrics buffer are per request too
+            return cast(dict[str, Any], resolve(event, context))
+
+    return handler

@@ -1,9 +1,12 @@
 """Pydantic models for sessions and events, reading and writing ADK's JSON.
 
-Input accepts snake_case and ADK's camelCase aliases (``invocationId``, ``stateDelta``, ``functionCall`` …);
-output is snake_case. Every model keeps fields it does not declare (``extra="allow"``), so nothing a client
-sends is lost on the way through storage, except fields whose value is null: output omits nulls, as ADK's
-own JSON does.
+Input accepts snake_case and ADK's camelCase aliases (``invocationId``, ``stateDelta``, ``functionCall`` …),
+but not both spellings of one field in one object (422 naming the field: otherwise one of them would be kept
+as an undeclared field, ``temp:`` state included). Output is snake_case. Every model keeps fields it does not
+declare (``extra="allow"``), exactly as sent, so nothing a client sends is lost on the way through storage,
+except fields whose value is null: output omits nulls, as ADK's own JSON does.
+
+These models are the request models of events: their bounds (``bounds.py``) apply to what a client sends.
 """
 
 from __future__ import annotations
@@ -11,8 +14,36 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from .bounds import Identifier, Metadata, State, Timestamp, ToolJson, check_extra_json
+from .jsonvalues import JsonRejected, parse_json_body
+
+
+def reject_two_spellings(model: type[BaseModel], data: Any) -> None:
+    """Raise a validation error naming the field when ``data`` holds both its name and its alias."""
+    if not isinstance(data, dict):
+        return
+    for name, info in model.model_fields.items():
+        alias = info.alias
+        if alias and alias != name and name in data and alias in data:
+            error = PydanticCustomError(
+                "duplicate_field", "sent as both {name} and {alias}; send one", {"name": name, "alias": alias}
+            )
+            raise ValidationError.from_exception_data(
+                model.__name__, [InitErrorDetails(type=error, loc=(name,), input=data)]
+            )
 
 
 class _AdkModel(BaseModel):
@@ -20,21 +51,40 @@ class _AdkModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",
+        loc_by_alias=False,  # errors name fields as the API documents them (snake_case)
         ser_json_bytes="base64",
         val_json_bytes="base64",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        reject_two_spellings(cls, data)
+        return data
+
+    @model_validator(mode="after")
+    def _bounded_extras(self) -> _AdkModel:
+        # Undeclared fields are stored as sent: they get the same depth and number bounds as declared JSON.
+        for name, value in (self.model_extra or {}).items():
+            try:
+                check_extra_json(value)
+            except PydanticCustomError as exc:
+                raise ValidationError.from_exception_data(
+                    type(self).__name__, [InitErrorDetails(type=exc, loc=(name,), input=value)]
+                ) from None
+        return self
 
 
 class FunctionCall(_AdkModel):
     id: str | None = None
     name: str | None = None
-    args: dict[str, Any] | None = None
+    args: ToolJson | None = None
 
 
 class FunctionResponse(_AdkModel):
     id: str | None = None
     name: str | None = None
-    response: dict[str, Any] | None = None
+    response: ToolJson | None = None
 
 
 class Blob(_AdkModel):
@@ -86,30 +136,32 @@ class Content(_AdkModel):
 
 
 class EventCompaction(_AdkModel):
-    start_timestamp: float
-    end_timestamp: float
+    start_timestamp: Timestamp
+    end_timestamp: Timestamp
     compacted_content: Content
 
 
 class EventActions(_AdkModel):
     skip_summarization: bool | None = None
-    state_delta: dict[str, Any] = Field(default_factory=dict)
-    artifact_delta: dict[str, Any] = Field(default_factory=dict)
+    state_delta: State = Field(default_factory=dict)
+    artifact_delta: Metadata = Field(default_factory=dict)
     transfer_to_agent: str | None = None
     escalate: bool | None = None
-    requested_auth_configs: dict[str, Any] = Field(default_factory=dict)
-    requested_tool_confirmations: dict[str, Any] = Field(default_factory=dict)
+    requested_auth_configs: Metadata = Field(default_factory=dict)
+    requested_tool_confirmations: Metadata = Field(default_factory=dict)
     compaction: EventCompaction | None = None
 
 
 class Event(_AdkModel):
-    """An ADK event, plus the server-assigned ``seq`` and the chat-message fields ``turn_id`` and ``metadata``."""
+    """An ADK event (or an OpenAI-style / voice-agent chat message, converted), plus the chat-message fields
+    ``turn_id`` (a string or an integer, kept as sent) and ``metadata``. A ``seq`` sent by a client is ignored:
+    the server assigns it."""
 
-    id: str | None = None
+    id: Identifier | None = None
     invocation_id: str = ""
     author: str = "user"
     branch: str | None = None
-    timestamp: float | None = None
+    timestamp: Timestamp | None = None
     content: Content | None = None
     actions: EventActions = Field(default_factory=EventActions)
     long_running_tool_ids: list[str] | None = None
@@ -118,10 +170,25 @@ class Event(_AdkModel):
     interrupted: bool | None = None
     error_code: str | None = None
     error_message: str | None = None
-    custom_metadata: dict[str, Any] | None = None
-    turn_id: str | None = None
-    metadata: dict[str, Any] | None = None
+    custom_metadata: Metadata | None = None
+    turn_id: StrictStr | StrictInt | None = None
+    metadata: Metadata | None = None
     seq: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_chat_message(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if is_chat_message(data):
+            try:
+                data = chat_message_to_event(data)
+            except ValueError as exc:
+                raise PydanticCustomError("chat_message", "{reason}", {"reason": str(exc)}) from exc
+        else:
+            data = dict(data)
+        data.pop("seq", None)  # assigned by the server
+        return data
 
     @field_validator("long_running_tool_ids", mode="before")
     @classmethod
@@ -250,14 +317,13 @@ def chat_message_to_event(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_arguments(args: Any) -> dict[str, Any]:
-    import json
-
     if isinstance(args, dict):
         return args
     if isinstance(args, str):
+        # The hardened parser: arguments a model wrote may nest without bound or hold NaN.
         try:
-            parsed = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+            parsed = parse_json_body(args) if args.strip() else {}
+        except JsonRejected:
             return {"_raw": args}
         return parsed if isinstance(parsed, dict) else {"_raw": args}
     return {} if args is None else {"_raw": args}

@@ -8,14 +8,17 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..bounds import MAX_BATCH
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
+from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
+from ..requests import MAX_TOP_K, MemoryText
 from ..stores.claims import TEXT_PREFIX, ClaimStore
 from ..stores.memories import MemoryRecord, MemoryStore, NotStored
 from ..stores.ports import EventQuery, SessionKey, SessionStore
@@ -23,9 +26,6 @@ from ..stores.ports import EventQuery, SessionKey, SessionStore
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 5
-MAX_TOP_K = 100
-MAX_DIRECT = 100
-MAX_TEXT = 20_000
 CONTEXT_TURNS = 2  # turns before a memory, in its session, indexed with it (contextual retrieval)
 
 
@@ -49,8 +49,8 @@ def claim_key(record: MemoryRecord) -> str:
 
 
 # The timestamps a datetime holds (years 1 to 9999), in epoch seconds.
-_MIN_TS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
-_MAX_TS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+_MIN_TS = MIN_TIMESTAMP
+_MAX_TS = MAX_TIMESTAMP
 
 
 def _finite_timestamp(value: Any) -> float | None:
@@ -107,30 +107,19 @@ class MemoryService:
 
     # --- save -----------------------------------------------------------------------------------------------
 
-    def save(self, app_name: str, user_id: str, body: Any) -> dict[str, int]:
+    def save_session(
+        self, *, app_name: str, user_id: str, session_id: str, policy: str | dict[str, Any] | None = None
+    ) -> dict[str, int]:
+        """Save a session's events to long-term memory by ``policy`` (default ``default``), each event once."""
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
-        if not isinstance(body, dict):
-            raise UnprocessableInput("body must be {session_id, policy?} or {memories: [...]}", field="body")
-        if "memories" in body:
-            if set(body) != {"memories"}:
-                field = sorted(set(body) - {"memories"})[0]
-                raise UnprocessableInput(f"{field}: not allowed beside memories", field=field)
-            return self.add_texts(app_name, user_id, body["memories"])
-        unknown = set(body) - {"session_id", "sessionId", "policy"}
-        if unknown:
-            field = sorted(unknown)[0]
-            raise UnprocessableInput(f"{field}: unknown field", field=field)
-        session_id = body.get("session_id", body.get("sessionId"))
-        if session_id is None:
-            raise UnprocessableInput("session_id or memories is required", field="session_id")
         validate_identifier(session_id, "session_id", UnprocessableInput)
-        policy = parse_policy(body.get("policy"), default="default")
+        parsed = parse_policy(policy, default="default")
         key = SessionKey(app_name, user_id, session_id)
         if self._sessions.get_session(key) is None:
             raise SessionNotFound(session_id)
         events = self._sessions.read_events(key, EventQuery())
-        return self.save_events(key, events, policy, previous=[])
+        return self.save_events(key, events, parsed, previous=[])
 
     def save_events(
         self,
@@ -159,7 +148,9 @@ class MemoryService:
             author = str(event.get("author") or normalise_role(event))
             # An event stored before timestamps were bounded may hold one no datetime does (NaN, 1e20): the
             # memory is dated when it is saved instead, and the stored event stays as it is.
-            ts = _finite_timestamp(event.get("timestamp")) or self._clock()
+            # 0 is a time too (the epoch), not a missing one.
+            stamp = _finite_timestamp(event.get("timestamp"))
+            ts = self._clock() if stamp is None else stamp
             records.append(
                 MemoryRecord(
                     id=event_memory_id(key.session_id, str(event["id"])),
@@ -178,45 +169,29 @@ class MemoryService:
         saved = self._store(key.app_name, key.user_id, records)
         return {"saved": saved, "skipped": len([e for e in events if not is_compaction(e)]) - saved}
 
-    def add_texts(self, app_name: str, user_id: str, items: Any) -> dict[str, int]:
-        if not isinstance(items, list) or not items:
+    def add_texts(self, *, app_name: str, user_id: str, memories: Sequence[MemoryText]) -> dict[str, int]:
+        """Add texts directly (1-100, validated by the request model); a text already stored is skipped."""
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        if not memories:
             raise UnprocessableInput("memories must be a non-empty list", field="memories")
-        if len(items) > MAX_DIRECT:
-            raise UnprocessableInput(f"memories holds {len(items)} items; at most {MAX_DIRECT}", field="memories")
+        if len(memories) > MAX_BATCH:
+            raise UnprocessableInput(f"memories holds {len(memories)} items; at most {MAX_BATCH}", field="memories")
         records: dict[str, MemoryRecord] = {}
-        for i, item in enumerate(items):
-            field = f"memories[{i}]"
-            if not isinstance(item, dict) or set(item) - {"text", "metadata", "timestamp"}:
-                raise UnprocessableInput(f"{field} must be {{text, metadata?, timestamp?}}", field=field)
-            text = item.get("text")
-            if not isinstance(text, str) or not text.strip():
-                raise UnprocessableInput(f"{field}.text must be a non-empty string", field=f"{field}.text")
-            if len(text) > MAX_TEXT:
-                raise UnprocessableInput(f"{field}.text is over {MAX_TEXT} characters", field=f"{field}.text")
-            metadata = item.get("metadata")
-            if metadata is not None and not isinstance(metadata, dict):
-                raise UnprocessableInput(f"{field}.metadata must be an object", field=f"{field}.metadata")
-            ts = item.get("timestamp")
-            if ts is None:
-                ts = self._clock()
-            elif isinstance(ts, str):
-                from .sessions import parse_timestamp
-
-                ts = parse_timestamp(ts, f"{field}.timestamp")
-            elif not isinstance(ts, int | float) or isinstance(ts, bool):
-                raise UnprocessableInput(f"{field}.timestamp must be a number or ISO 8601", field=f"{field}.timestamp")
+        for item in memories:
+            ts = self._clock() if item.timestamp is None else item.timestamp
             record = MemoryRecord(
-                id=text_memory_id(text),
-                text=text.strip(),
+                id=text_memory_id(item.text),
+                text=item.text.strip(),
                 author="user",
-                timestamp=float(ts or 0.0),
+                timestamp=ts,
                 role="user",
-                custom_metadata=metadata,
-                context=_date_text(float(ts or 0.0)),
+                custom_metadata=item.metadata,
+                context=_date_text(ts),
             )
             records.setdefault(record.id, record)
         saved = self._store(app_name, user_id, list(records.values()))
-        return {"saved": saved, "skipped": len(items) - saved}
+        return {"saved": saved, "skipped": len(memories) - saved}
 
     def _store(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> int:
         """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
@@ -255,26 +230,19 @@ class MemoryService:
 
     # --- search and forget ----------------------------------------------------------------------------------
 
-    def search(self, app_name: str, user_id: str, query: Any, top_k: Any = None) -> dict[str, Any]:
+    def search(self, *, app_name: str, user_id: str, query: str, top_k: int = DEFAULT_TOP_K) -> dict[str, Any]:
+        """The user's memories that best match ``query``, best first (at most ``top_k``)."""
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
-        if not isinstance(query, str) or not query.strip():
+        if not query.strip():
             raise InvalidInput("query must be a non-blank string", field="query")
-        if top_k is None:
-            top_k = DEFAULT_TOP_K
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        if isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
         view = self._memories.view(app_name, user_id)
         if view.index is None or not view.records:
             return {"memories": []}
         hits = self._search(view.index, query, top_k)
         return {"memories": [memory_entry(view.records[i], s) for i, s in hits if i in view.records][:top_k]}
-
-    def search_body(self, app_name: str, user_id: str, body: Any) -> dict[str, Any]:
-        """Search from a JSON body ``{query, top_k?}`` (the POST form of the search route)."""
-        if not isinstance(body, dict) or set(body) - {"query", "top_k"}:
-            raise UnprocessableInput("body must be {query, top_k?}", field="body")
-        return self.search(app_name, user_id, body.get("query"), body.get("top_k"))
 
     def forget(self, app_name: str, user_id: str, memory_id: str) -> None:
         validate_identifier(app_name, "app_name")

@@ -7,19 +7,20 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
+from ..bounds import MAX_BATCH
 from ..errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
-from ..models import Event, Session, chat_message_to_event, is_chat_message
+from ..models import Event, Session
 from ..policy.identifiers import validate_identifier
 from ..policy.paging import EventCursor, decode_event_token, decode_page_token, encode_event_token, encode_page_token
+from ..policy.preconditions import IfMatch, parse_if_match
 from ..policy.state import merged_state, split_delta, strip_temp
+from ..requests import MAX_EVENT_PAGE
 from ..stores.ports import (
     EventPublisher,
     EventQuery,
@@ -31,10 +32,8 @@ from ..stores.ports import (
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 100
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
-MAX_EVENT_PAGE = 1000
 
 
 @dataclass
@@ -42,25 +41,6 @@ class AppendOutcome:
     events: list[dict[str, Any]]
     created: bool  # at least one event was newly stored
     version: int
-    batch: bool  # the request used the {events: [...]} form
-
-
-def parse_if_match(header: str | None) -> int | str | None:
-    """The version an ``If-Match`` header names: None when absent, ``"*"`` for any, else an int.
-
-    A value that names no version (not an integer ETag) can never match: it answers 412, as HTTP says.
-    """
-    if header is None:
-        return None
-    value = header.strip()
-    if value == "*":
-        return "*"
-    if value.startswith("W/"):
-        value = value[2:]
-    value = value.strip('"')
-    if not (value.isascii() and value.isdigit()):
-        raise PreconditionFailed(f"If-Match {header!r} does not match the current ETag", field="If-Match")
-    return int(value)
 
 
 def parse_timestamp(value: str | float | None, field: str) -> float | None:
@@ -84,22 +64,6 @@ def parse_timestamp(value: str | float | None, field: str) -> float | None:
     if not math.isfinite(seconds):
         raise bad
     return seconds
-
-
-def _field_path(loc: tuple[Any, ...], prefix: str) -> str:
-    path = prefix
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path or "body"
-
-
-def _unprocessable(exc: ValidationError, prefix: str) -> UnprocessableInput:
-    first = exc.errors()[0]
-    field = _field_path(tuple(first["loc"]), prefix)
-    return UnprocessableInput(f"{field}: {first['msg']}", field=field)
 
 
 class SessionService:
@@ -139,30 +103,23 @@ class SessionService:
 
     # --- use cases ------------------------------------------------------------------------------------------
 
-    def create_session(self, app_name: str, user_id: str, body: Any) -> tuple[dict[str, Any], bool]:
-        """Get-or-create. Returns the session (with ``created``) and whether it was created."""
+    def create_session(
+        self, *, app_name: str, user_id: str, session_id: str | None = None, state: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """Get-or-create. Returns the session (with ``created``) and whether it was created.
+
+        ``state`` (already bounded by the request model) applies only on a true creation; ``temp:`` keys are
+        dropped, ``app:`` / ``user:`` keys go to those scopes.
+        """
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
-        if body is None:
-            body = {}
-        if not isinstance(body, dict):
-            raise UnprocessableInput("body must be a JSON object", field="body")
-        unknown = set(body) - {"session_id", "sessionId", "state"}
-        if unknown:
-            field = sorted(unknown)[0]
-            raise UnprocessableInput(f"{field}: unknown field", field=field)
-        session_id = body.get("session_id", body.get("sessionId"))
         if session_id is None:
             session_id = str(uuid.uuid4())
         else:
             validate_identifier(session_id, "session_id", UnprocessableInput)
-        state = body.get("state")
-        state = {} if state is None else state
-        if not isinstance(state, dict):
-            raise UnprocessableInput("state must be a JSON object", field="state")
         now = self._clock()
         record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
-        stored, created = self.store.create_session(record, split_delta(state))
+        stored, created = self.store.create_session(record, split_delta(state or {}))
         if created:
             self._publish_created(stored)
         data = self._session(stored).dump()
@@ -280,67 +237,71 @@ class SessionService:
         self.store.delete_session(self._key(app_name, user_id, session_id))
 
     def append_events(
-        self, app_name: str, user_id: str, session_id: str, body: Any, if_match: str | None = None
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        events: Sequence[Event],
+        if_match: str | None = None,
+        single: bool = False,
     ) -> AppendOutcome:
+        """Append validated events atomically; ``if_match`` is the raw ``If-Match`` header (RFC 9110 strong).
+
+        ``single``: the request sent one event, not ``{events: [...]}``, so an error names its own fields
+        (``id``) rather than ``events[0].id``."""
         key = self._key(app_name, user_id, session_id)
-        expected = parse_if_match(if_match)
-        raw_events, batch = self._unpack(body)
-        events = [self._normalise(raw, f"events[{i}]" if batch else "") for i, raw in enumerate(raw_events)]
-        if expected == "*":
-            if self.store.get_session(key) is None:
-                raise SessionNotFound(session_id)
-            expected = None
-        assert not isinstance(expected, str)
+        condition = parse_if_match(if_match)
+        if not events:
+            raise UnprocessableInput("events must be a non-empty list", field="events")
+        if len(events) > MAX_BATCH:
+            raise UnprocessableInput(f"events holds {len(events)} events; at most {MAX_BATCH}", field="events")
+        new_events = [self._normalise(event) for event in events]
+        expected = self._expected_version(key, condition)
         try:
-            result = self.store.append_events(key, events, expected)
+            result = self.store.append_events(key, new_events, expected)
         except EventIdConflict as exc:
-            if not batch:  # the store names events[i]; a single event's id is the body's `id`
+            if single:
                 exc.field = "id"
             raise
-        return AppendOutcome(events=result.events, created=any(result.created), version=result.version, batch=batch)
+        return AppendOutcome(events=result.events, created=any(result.created), version=result.version)
 
-    @staticmethod
-    def _unpack(body: Any) -> tuple[list[Any], bool]:
-        if not isinstance(body, dict):
-            raise UnprocessableInput("body must be an event object or {events: [...]}", field="body")
-        if "events" in body and "author" not in body and "content" not in body and "role" not in body:
-            events = body["events"]
-            if set(body) != {"events"}:
-                field = sorted(set(body) - {"events"})[0]
-                raise UnprocessableInput(f"{field}: unknown field beside events", field=field)
-            if not isinstance(events, list) or not events:
-                raise UnprocessableInput("events must be a non-empty list", field="events")
-            if len(events) > MAX_BATCH:
-                raise UnprocessableInput(f"events holds {len(events)} events; at most {MAX_BATCH}", field="events")
-            return events, True
-        return [body], False
+    def _expected_version(self, key: SessionKey, condition: IfMatch | None) -> int | None:
+        """The version the store must find (None: any), or PreconditionFailed when nothing can match."""
+        if condition is None:
+            return None
+        if len(condition.versions) == 1 and not condition.any_version:
+            (version,) = condition.versions
+            return version  # the store's conditional write compares it, no read needed
+        if not condition.any_version and not condition.versions:
+            raise PreconditionFailed("If-Match names no current ETag of this session", field="If-Match")
+        record = self.store.get_session(key)
+        if record is None:
+            raise SessionNotFound(key.session_id)
+        if not condition.matches(record.version):
+            raise PreconditionFailed(f'If-Match does not match the current ETag "{record.version}"', field="If-Match")
+        # "*": any version; a list: the one that matched, so a write racing in between still answers 412.
+        return None if condition.any_version else record.version
 
-    def _normalise(self, raw: Any, prefix: str) -> NewEvent:
-        """Validate one event (ADK JSON or a chat message); fill id and timestamp; drop ``temp:`` state."""
-        if not isinstance(raw, dict):
-            raise UnprocessableInput(f"{prefix or 'body'} must be an object", field=prefix or "body")
-        data = dict(raw)
-        if is_chat_message(data):
-            try:
-                data = chat_message_to_event(data)
-            except ValueError as exc:
-                raise UnprocessableInput(f"{prefix or 'body'}: {exc}", field=prefix or "body") from exc
-        data.pop("seq", None)  # assigned by the server
-        try:
-            event = Event.model_validate(data)
-        except ValidationError as exc:
-            raise _unprocessable(exc, prefix) from exc
-        if event.id is None:
-            event.id = str(uuid.uuid4())
-        else:
-            validate_identifier(event.id, f"{prefix}.id" if prefix else "id", UnprocessableInput)
+    def _normalise(self, event: Event) -> NewEvent:
+        """Fill a validated event's id and timestamp; drop ``temp:`` state, which is never stored."""
         filled = event.timestamp is None
-        if event.timestamp is None:
-            event.timestamp = self._clock()
         delta = event.actions.state_delta
-        event.actions.state_delta = strip_temp(delta)
+        stored = event.model_copy(
+            update={
+                "id": event.id if event.id is not None else str(uuid.uuid4()),
+                "timestamp": self._clock() if filled else event.timestamp,
+                "seq": None,  # assigned by the store
+                "actions": event.actions.model_copy(update={"state_delta": strip_temp(delta)}),
+            }
+        )
+        assert stored.id is not None and stored.timestamp is not None
         return NewEvent(
-            id=event.id, timestamp=event.timestamp, body=event.dump(), delta=split_delta(delta), timestamp_filled=filled
+            id=stored.id,
+            timestamp=stored.timestamp,
+            body=stored.dump(),
+            delta=split_delta(delta),
+            timestamp_filled=filled,
         )
 
 

@@ -1,0 +1,179 @@
+"""The bounds of what a client may send, written once and used by every request model.
+
+Each bound is an annotated type: the request models (``models.py``, ``requests.py``) declare fields with them,
+so Powertools validates them at the edge and the OpenAPI schema documents them. Errors are pydantic errors;
+``api.py`` maps them to the one error shape (a ``payload_too_large`` error answers 413, others 400/422).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic_core import PydanticCustomError
+
+from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
+from .policy.identifiers import IDENTIFIER_PATTERN
+
+# --- sizes (bytes of compact UTF-8 JSON) --------------------------------------------------------------------
+# A session's own state and each state delta: with the item's other attributes this still fits the 400 KB
+# DynamoDB item that holds a session's state.
+MAX_STATE_BYTES = 300_000
+MAX_METADATA_BYTES = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
+MAX_TOOL_JSON_BYTES = 2_000_000  # a function call's args, a function response's response (events go to S3)
+MAX_QUERY_CHARS = 10_000  # a memory search query
+MAX_MEMORY_TEXT = 20_000  # one directly added memory text
+MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
+MAX_BATCH = 100  # events in one append, memories in one save
+
+# --- times: seconds since the epoch that both DynamoDB numbers and Python datetimes hold --------------------
+MIN_TIMESTAMP = 0.0
+MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last second a datetime holds
+
+
+def _payload_too_large(size: int, limit: int) -> PydanticCustomError:
+    return PydanticCustomError(
+        "payload_too_large", "{size} bytes of JSON; at most {limit}", {"size": size, "limit": limit}
+    )
+
+
+def _bounded_json(max_bytes: int) -> AfterValidator:
+    def check(value: Any) -> Any:
+        try:
+            size = check_json_value(value, max_depth=MAX_VALUE_DEPTH)
+        except JsonRejected as exc:
+            raise PydanticCustomError("json_value", "{reason}", {"reason": str(exc)}) from exc
+        if size > max_bytes:
+            raise _payload_too_large(size, max_bytes)
+        return value
+
+    return AfterValidator(check)
+
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax numbers take true/false as 1/0; a boolean is never a number here.
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "a boolean is not a number")
+    return value
+
+
+def _query_digits(value: Any) -> Any:
+    # Query parameters arrive as text: only plain digits are an integer (not "1.0", "1e3", " 1", "+1").
+    if isinstance(value, str):
+        if not re.fullmatch(r"[0-9]{1,9}", value):
+            raise PydanticCustomError("int_digits", "must be a whole number written in digits (at most 9)")
+        return int(value)
+    return value
+
+
+def _utf8(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PydanticCustomError("string_unicode", "must be valid Unicode (no lone surrogates)") from exc
+    return value
+
+
+def parse_time(value: Any) -> Any:
+    """Seconds since the epoch from an ISO 8601 string (a time without a zone is UTC) or a numeric string;
+    other values pass through for the number validation."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise PydanticCustomError("time_format", "must be seconds since the epoch or an ISO 8601 time") from exc
+    if parsed.tzinfo is None:  # a time without a zone is UTC, not the server's local time
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "must be a finite number")
+    return value
+
+
+Utf8Str = Annotated[str, AfterValidator(_utf8)]
+"""Text that encodes to UTF-8 (JSON bodies are checked by the parser; this guards parameters and Python callers)."""
+
+Identifier = Annotated[
+    str,
+    Field(
+        pattern=IDENTIFIER_PATTERN,
+        description="1-128 characters of [A-Za-z0-9._:@-], starting with a letter or digit",
+    ),
+]
+
+Timestamp = Annotated[
+    float,
+    BeforeValidator(_not_bool),
+    AfterValidator(_finite),
+    Field(
+        ge=MIN_TIMESTAMP,
+        le=MAX_TIMESTAMP,
+        description=f"seconds since the epoch, {MIN_TIMESTAMP:.0f} to {MAX_TIMESTAMP:.0f} (9999-12-31T23:59:59Z)",
+    ),
+]
+"""An event time: a JSON number (not a boolean, not NaN or Infinity) both DynamoDB and a datetime hold."""
+
+TimeInput = Annotated[
+    float,
+    BeforeValidator(_not_bool),
+    BeforeValidator(parse_time),
+    AfterValidator(_finite),
+    Field(
+        ge=MIN_TIMESTAMP,
+        le=MAX_TIMESTAMP,
+        description="seconds since the epoch or an ISO 8601 time (UTC when it names no zone), up to year 9999",
+    ),
+]
+"""A time a client may also write as ISO 8601 (memory timestamps, ``after_timestamp``)."""
+
+StrictCount = Annotated[int, Strict()]
+"""A JSON integer: not a boolean, not ``2.0``."""
+
+QueryInt = Annotated[int, BeforeValidator(_query_digits)]
+"""A query-string integer: plain digits only (``limit=1.0`` and ``limit=true`` are refused)."""
+
+State = Annotated[
+    dict[str, Any],
+    _bounded_json(MAX_STATE_BYTES),
+    Field(
+        description=f"a JSON object: at most {MAX_STATE_BYTES} bytes as JSON, nesting at most {MAX_VALUE_DEPTH} "
+        "levels, numbers DynamoDB holds; `app:` / `user:` keys go to those scopes, `temp:` keys are never stored"
+    ),
+]
+
+Metadata = Annotated[
+    dict[str, Any],
+    _bounded_json(MAX_METADATA_BYTES),
+    Field(description=f"a JSON object: at most {MAX_METADATA_BYTES} bytes, nesting at most {MAX_VALUE_DEPTH} levels"),
+]
+
+ToolJson = Annotated[
+    dict[str, Any],
+    _bounded_json(MAX_TOOL_JSON_BYTES),
+    Field(description=f"a JSON object: at most {MAX_TOOL_JSON_BYTES} bytes, nesting at most {MAX_VALUE_DEPTH} levels"),
+]
+
+Policy = Annotated[
+    str | dict[str, Any],
+    _bounded_json(MAX_METADATA_BYTES),
+    Field(description="a preset name (`default`, `all`, `custom`) or a policy object"),
+]
+
+
+def check_extra_json(value: Any) -> None:
+    """Raise a pydantic error for an undeclared field whose value nests too deep or holds what DynamoDB cannot."""
+    try:
+        check_json_value(value, max_depth=MAX_VALUE_DEPTH)
+    except JsonRejected as exc:
+        raise PydanticCustomError("json_value", "{reason}", {"reason": str(exc)}) from exc

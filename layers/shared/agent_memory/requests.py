@@ -1,0 +1,172 @@
+"""Request models: every route's path, query, header and body input, as the handlers declare it.
+
+Powertools (``enable_validation=True``) validates these before a handler runs and describes them in the
+OpenAPI schema; the services receive typed values and never see raw JSON. Bounds come from ``bounds.py``.
+Errors: 400 ``invalid_input`` for path, query and header parameters, 422 ``validation_error`` for body
+content, 413 ``payload_too_large`` for a bounded field that is too large (``api.py`` maps them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from .bounds import (
+    MAX_BATCH,
+    MAX_MEMORY_TEXT,
+    MAX_PARAMETER_CHARS,
+    MAX_QUERY_CHARS,
+    Identifier,
+    Metadata,
+    Policy,
+    QueryInt,
+    State,
+    StrictCount,
+    TimeInput,
+    Utf8Str,
+)
+from .models import Event, reject_two_spellings
+from .policy.identifiers import IDENTIFIER_PATTERN
+
+MAX_TOP_K = 100
+MAX_PAGE = 100
+MAX_EVENT_PAGE = 1000
+
+_ID = "1-128 characters of [A-Za-z0-9._:@-], starting with a letter or digit"
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+NonBlank = Annotated[str, AfterValidator(_non_blank)]
+
+
+# --- path parameters ----------------------------------------------------------------------------------------
+AppName = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"the agent application: {_ID}")]
+UserId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"the end user: {_ID}")]
+SessionId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"the session: {_ID}")]
+MemoryId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"a memory id as search returns it: {_ID}")]
+
+# --- headers ------------------------------------------------------------------------------------------------
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="if-match",
+        description='RFC 9110 strong comparison against the session\'s ETag `"<version>"`: `*` matches an '
+        'existing session, `"5"` version 5, a comma-separated list if any member matches; weak tags (`W/"5"`) '
+        "never match. No match, or a malformed value: 412 `precondition_failed`",
+    ),
+]
+
+# --- query parameters ---------------------------------------------------------------------------------------
+NumRecentEvents = Annotated[QueryInt | None, Query(ge=0, description="only the last n events (0: none); digits only")]
+AfterTimestamp = Annotated[
+    TimeInput | None, Query(description="only events at or after this time: seconds since the epoch or ISO 8601")
+]
+Limit = Annotated[QueryInt | None, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE} (default 20)")]
+EventPageLimit = Annotated[
+    QueryInt | None, Query(ge=1, le=MAX_EVENT_PAGE, description=f"events per page, 1-{MAX_EVENT_PAGE}; digits only")
+]
+NextToken = Annotated[
+    Utf8Str | None, Query(max_length=1024, description="the opaque token of the previous page's `next_token`")
+]
+SearchQuery = Annotated[
+    Utf8Str,
+    AfterValidator(_non_blank),
+    Query(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for (non-blank)"),
+]
+TopK = Annotated[
+    QueryInt | None, Query(ge=1, le=MAX_TOP_K, description=f"how many memories, 1-{MAX_TOP_K} (default 5)")
+]
+ContextFormat = Annotated[
+    Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
+]
+Budget = Annotated[QueryInt | None, Query(ge=1, description="a positive budget; digits only")]
+
+
+class _Request(BaseModel):
+    """A request body: unknown fields are refused; a field sent under both its spellings is refused."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, loc_by_alias=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        reject_two_spellings(cls, data)
+        return data
+
+
+class CreateSessionRequest(_Request):
+    """``POST …/sessions``: get-or-create. No body (or ``{}``) creates a session with a generated id."""
+
+    session_id: Identifier | None = Field(
+        default=None, alias="sessionId", description="the id to create or get; generated when absent"
+    )
+    state: State | None = Field(default=None, description="initial state (applied only on a true creation)")
+
+
+class EventBatch(_Request):
+    """``POST …/events`` with ``{events: [...]}``: 1-100 events appended atomically."""
+
+    events: list[Event] = Field(min_length=1, max_length=MAX_BATCH, description=f"1-{MAX_BATCH} events")
+
+
+def _append_shape(body: Any) -> str:
+    if isinstance(body, dict) and "events" in body and not {"author", "content", "role"} & set(body):
+        return "<batch>"
+    return "<event>"
+
+
+AppendRequest = Annotated[
+    Annotated[EventBatch, Tag("<batch>")] | Annotated[Event, Tag("<event>")],
+    Discriminator(_append_shape),
+]
+"""One event (ADK JSON or a chat message) or ``{events: [...]}``."""
+
+UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>"})
+"""Tags pydantic puts in an error's location for the body unions above; not part of a field's path."""
+
+
+class SaveSessionRequest(_Request):
+    """``POST …/memories`` with ``{session_id, policy?}``: save that session's events by the policy."""
+
+    session_id: Identifier = Field(alias="sessionId", description="the session whose events to save")
+    policy: Policy | None = Field(default=None, description="default `default`")
+
+
+class MemoryText(_Request):
+    """One memory added directly."""
+
+    text: Annotated[NonBlank, Field(max_length=MAX_MEMORY_TEXT)] = Field(
+        description=f"the memory, 1-{MAX_MEMORY_TEXT} characters, not blank"
+    )
+    metadata: Metadata | None = None
+    timestamp: TimeInput | None = Field(default=None, description="when it was said; default now")
+
+
+class SaveTextsRequest(_Request):
+    """``POST …/memories`` with ``{memories: [...]}``: add 1-100 texts directly."""
+
+    memories: list[MemoryText] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+def _save_shape(body: Any) -> str:
+    return "<texts>" if isinstance(body, dict) and "memories" in body else "<session>"
+
+
+SaveMemoriesRequest = Annotated[
+    Annotated[SaveSessionRequest, Tag("<session>")] | Annotated[SaveTextsRequest, Tag("<texts>")],
+    Discriminator(_save_shape),
+]
+
+
+class SearchRequest(_Request):
+    """``POST …/memories/search``: the body form of the search query parameters."""
+
+    query: Annotated[NonBlank, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    top_k: StrictCount = Field(default=5, ge=1, le=MAX_TOP_K, description=f"1-{MAX_TOP_K}, default 5")
