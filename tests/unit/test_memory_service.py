@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from agent_memory.api import field_path
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.requests import MemoryText, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
@@ -17,6 +16,7 @@ from agent_memory.stores.claims import InMemoryClaimStore
 from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord
 from agent_memory.stores.memory import InMemorySessionStore
 from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
+from tests.unit.edge import through_edge
 
 KEY = SessionKey("app", "alice", "s1")
 
@@ -35,19 +35,9 @@ def parts() -> tuple[MemoryService, InMemorySessionStore, InMemoryMemoryStore]:
     return service, sessions, memories
 
 
-def _edge(body: Any, adapter: TypeAdapter[Any]) -> Any:
-    """Validate ``body`` as the handler's request model does; a failure is the 422 the API would answer."""
-    try:
-        return adapter.validate_python(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = field_path(first["loc"]) or "body"
-        raise UnprocessableInput(f"{field}: {first['msg']}", field=field) from exc
-
-
 def save(service: MemoryService, app: str, user: str, body: Any) -> dict[str, int]:
     """What the save handler does: the body through SaveMemoriesRequest, then the service."""
-    request = _edge(body, TypeAdapter(SaveMemoriesRequest))
+    request = through_edge(body, TypeAdapter(SaveMemoriesRequest))
     if isinstance(request, SaveTextsRequest):
         return service.add_texts(app_name=app, user_id=user, memories=request.memories)
     return service.save_session(app_name=app, user_id=user, session_id=request.session_id, policy=request.policy)
@@ -60,7 +50,7 @@ def add_texts(service: MemoryService, app: str, user: str, items: list[dict[str,
 
 def search_body(service: MemoryService, app: str, user: str, body: Any) -> dict[str, Any]:
     """What the POST search handler does."""
-    request = _edge(body, TypeAdapter(SearchRequest))
+    request = through_edge(body, TypeAdapter(SearchRequest))
     return service.search(app_name=app, user_id=user, query=request.query, top_k=request.top_k)
 
 

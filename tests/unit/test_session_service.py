@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from agent_memory.api import field_path
 from agent_memory.errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from agent_memory.requests import AppendRequest, CreateSessionRequest, EventBatch
 from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
 from agent_memory.stores.memory import InMemoryPublisher, InMemorySessionStore
+from tests.unit.edge import through_edge
 
 NOW = 1000.0
 
@@ -50,19 +50,9 @@ def session(service: SessionService) -> SessionService:
 APPEND: TypeAdapter[Any] = TypeAdapter(AppendRequest)
 
 
-def _edge(body: Any, adapter: TypeAdapter[Any]) -> Any:
-    """Validate ``body`` as the handler's request model does; a failure is the 422 the API would answer."""
-    try:
-        return adapter.validate_python(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = field_path(first["loc"]) or "body"
-        raise UnprocessableInput(f"{field}: {first['msg']}", field=field) from exc
-
-
 def create(service: SessionService, app: str, user: str, body: Any = None) -> tuple[dict[str, Any], bool]:
     """What the create handler does: the body through CreateSessionRequest, then the service."""
-    request = CreateSessionRequest() if body is None else _edge(body, TypeAdapter(CreateSessionRequest))
+    request = CreateSessionRequest() if body is None else through_edge(body, TypeAdapter(CreateSessionRequest))
     return service.create_session(app_name=app, user_id=user, session_id=request.session_id, state=request.state)
 
 
@@ -70,7 +60,7 @@ def append(
     service: SessionService, app: str, user: str, sid: str, body: Any, if_match: str | None = None
 ) -> AppendOutcome:
     """What the append handler does: the body through AppendRequest, then the service."""
-    request = _edge(body, APPEND)
+    request = through_edge(body, APPEND)
     single = not isinstance(request, EventBatch)
     events = [request] if single else request.events
     return service.append_events(

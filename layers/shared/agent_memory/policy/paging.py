@@ -28,14 +28,13 @@ def _scope_tag(app_name: str, user_id: str) -> str:
     return hashlib.sha256(f"{app_name}\x00{user_id}".encode()).hexdigest()[:16]
 
 
-def encode_page_token(app_name: str, user_id: str, last_session_id: str) -> str:
-    raw = json.dumps({"v": 1, "after": last_session_id, "scope": _scope_tag(app_name, user_id)}, separators=(",", ":"))
+def _encode(data: dict[str, Any]) -> str:
+    raw = json.dumps(data, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_page_token(app_name: str, user_id: str, token: str) -> str:
-    """The session id to resume after; InvalidInput naming ``next_token`` for anything not issued for this scope."""
-    bad = InvalidInput("next_token is malformed or was not issued for this listing", field="next_token")
+def _decode(token: str, bad: InvalidInput) -> dict[str, Any]:
+    """A token's JSON object (version 1); ``bad`` for anything else."""
     if not token or len(token) > 1024:
         raise bad
     try:
@@ -45,6 +44,17 @@ def decode_page_token(app_name: str, user_id: str, token: str) -> str:
         raise bad from exc
     if not isinstance(data, dict) or type(data.get("v")) is not int or data["v"] != 1:
         raise bad
+    return data
+
+
+def encode_page_token(app_name: str, user_id: str, last_session_id: str) -> str:
+    return _encode({"v": 1, "after": last_session_id, "scope": _scope_tag(app_name, user_id)})
+
+
+def decode_page_token(app_name: str, user_id: str, token: str) -> str:
+    """The session id to resume after; InvalidInput naming ``next_token`` for anything not issued for this scope."""
+    bad = InvalidInput("next_token is malformed or was not issued for this listing", field="next_token")
+    data = _decode(token, bad)
     if data.get("scope") != _scope_tag(app_name, user_id):
         raise bad
     try:
@@ -80,8 +90,7 @@ def encode_event_token(app_name: str, user_id: str, session_id: str, incarnation
         "n": cursor.num_recent,
         "scope": _event_scope_tag(app_name, user_id, session_id, incarnation),
     }
-    raw = json.dumps(data, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return _encode(data)
 
 
 def _whole(value: Any) -> TypeGuard[int]:
@@ -91,14 +100,8 @@ def _whole(value: Any) -> TypeGuard[int]:
 def decode_event_token(app_name: str, user_id: str, session_id: str, incarnation: str, token: str) -> EventCursor:
     """The cursor a token holds; InvalidInput naming ``next_token`` for anything not issued for this session."""
     bad = InvalidInput("next_token is malformed or was not issued for this session", field="next_token")
-    if not token or len(token) > 1024:
-        raise bad
-    try:
-        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad from exc
-    if not isinstance(data, dict) or data.get("v") != 1 or type(data.get("v")) is not int or data.get("k") != "events":
+    data = _decode(token, bad)
+    if data.get("k") != "events":
         raise bad
     if data.get("scope") != _event_scope_tag(app_name, user_id, session_id, incarnation):
         raise bad
