@@ -361,3 +361,37 @@ def test_in_memory_blob_store_keeps_a_prefix_and_tracks_staged_objects() -> None
     assert list(blobs.objects) == ["a/new/1"] and blobs.staged == set()
     with pytest.raises(BlobMissing):
         blobs.get("a/old/1")
+
+
+# --- racing writers -------------------------------------------------------------------------------------------
+
+
+def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
+    """Writers racing on one session's version (as Lambda containers do, with no lock between them): every
+    append lands once, seqs have no gap, each writer's events keep its order, and the version counts them."""
+    import threading
+
+    store.create_session(record(), ScopedDelta())
+    writers, each = 8, 10
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(each):
+                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta={f"last{w}": i})], None)
+        except BaseException as exc:  # reported below: a thread's failure must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = store.read_events(KEY, EventQuery())
+    assert [e["seq"] for e in stored] == list(range(1, writers * each + 1))
+    for w in range(writers):
+        assert [e["id"] for e in stored if e["id"].startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(each)]
+    got = store.get_session(KEY)
+    assert got is not None and got.version == writers * each and got.last_seq == writers * each
+    assert got.state == {f"last{w}": each - 1 for w in range(writers)}
