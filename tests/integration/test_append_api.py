@@ -299,3 +299,15 @@ def test_get_with_num_recent_events_reads_only_those(api: Api, counter: RequestC
     assert len(api.get("s1", num_recent_events=20).body["events"]) == 20
     assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query")]
     assert counter.items_read == 21  # the session item and the 20 events (no user or app state yet)
+
+
+def test_an_event_whose_answer_could_not_fit_a_response_is_refused_before_it_is_stored(api: Api) -> None:
+    api.create(session_id="big")
+    # 1.8 MB of emoji is under the 6 MB body limit, but about 5.4 MB once JSON-escaped in the answer.
+    reply = api.append("big", text_event("😀" * 450_000, id="emoji-1"))
+    assert reply.status == 413 and reply.error["code"] == "payload_too_large" and reply.error["field"] == "body"
+    assert api.get("big").body["events"] == []  # nothing stored: a retry is not a duplicate
+    batch = {"events": [text_event("😀" * 150_000, id=f"e{i}") for i in range(3)]}  # 5.4 MB escaped
+    reply = api.append("big", batch)
+    assert reply.status == 413 and reply.error["field"] == "events"
+    assert api.get("big").body["events"] == []

@@ -168,6 +168,33 @@ def test_forget_one_and_all(api: Api, aws: dict[str, Any]) -> None:
     assert save(api, {"memories": [{"text": "Loves peanut-free chocolate"}]}).body["saved"] == 1
 
 
+def bucket_bytes(aws: dict[str, Any], prefix: str = "memories/app/alice/") -> bytes:
+    """Every version of every object under ``prefix``, concatenated."""
+    stored = b""
+    for v in aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix).get("Versions", []):
+        stored += aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+    return stored
+
+
+@pytest.mark.parametrize("forget_all", [False, True])
+def test_a_forgotten_turn_never_comes_back_as_a_later_memorys_context(
+    api: Api, aws: dict[str, Any], forget_all: bool
+) -> None:
+    api.create(session_id="s1")
+    api.append("s1", text_event("my password is hunter2", id="e1"))
+    save(api, {"session_id": "s1"})
+    (hit,) = search(api, "password")
+    path = BASE if forget_all else f"{BASE}/{hit['id']}"
+    assert api.request("DELETE", path).status == 204
+    assert b"hunter2" not in bucket_bytes(aws)
+    # The turn is still in the session; the next one's memory is indexed with the turns before it as context.
+    api.append("s1", text_event("I like green tea", id="e2"))
+    assert save(api, {"session_id": "s1"}).body["saved"] == 1
+    assert b"green tea" in bucket_bytes(aws)
+    assert b"hunter2" not in bucket_bytes(aws)
+    assert all("hunter2" not in h["content"]["parts"][0]["text"] for h in search(api, "hunter2 password"))
+
+
 def test_inline_data_is_never_stored(api: Api, aws: dict[str, Any]) -> None:
     api.create(session_id="s1")
     payload = base64.b64encode(b"\x89PNG" + b"x" * 300).decode()
@@ -293,3 +320,12 @@ def test_autosave_off_stores_nothing(api: Api, aws: dict[str, Any], monkeypatch:
     seed_session(api)
     assert autosave(stream_records(aws)) == {"batchItemFailures": []}
     assert search(api, "peanuts") == []
+
+
+def test_a_word_only_a_forgotten_memory_used_leaves_the_stored_index(api: Api, aws: dict[str, Any]) -> None:
+    save(api, {"memories": [{"text": "my password is zanzibar42"}]})
+    save(api, {"memories": [{"text": "I like tea"}]})
+    (hit,) = search(api, "zanzibar42")
+    assert api.request("DELETE", f"{BASE}/{hit['id']}").status == 204
+    assert b"zanzibar42" not in bucket_bytes(aws)  # not in the records, nor in the index's vocabulary
+    assert [h["content"]["parts"][0]["text"] for h in search(api, "tea")] == ["I like tea"]

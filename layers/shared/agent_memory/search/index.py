@@ -280,7 +280,8 @@ class SearchIndex:
             return self
         keep = np.ones(len(self), dtype=bool)
         keep[drop] = False
-        return self._select(keep)._pruned()
+        # Always prune here: a word only a forgotten memory used must not stay in the stored vocabulary.
+        return self._select(keep)._pruned(force=True)
 
     def _select(self, keep: Bool) -> SearchIndex:
         lengths = np.diff(self._doc_ptr)
@@ -407,11 +408,12 @@ class SearchIndex:
         # an id replaced by a later part may leave terms no document uses; check only then (a bincount)
         return combined._pruned() if any(keep is not None for keep in keeps) else combined
 
-    def _pruned(self) -> SearchIndex:
-        """Drop vocabulary terms no document uses any more, when they are many (after deletions and merges)."""
+    def _pruned(self, *, force: bool = False) -> SearchIndex:
+        """Drop vocabulary terms no document uses any more: always with ``force`` (forgetting), else when they
+        are many (after merges)."""
         used = np.bincount(self._terms, minlength=len(self._vocab)) > 0
         unused = len(self._vocab) - int(used.sum())
-        if unused < max(1024, len(self._vocab) // 4):
+        if unused == 0 or (not force and unused < max(1024, len(self._vocab) // 4)):
             return self
         mapping = np.cumsum(used, dtype=np.int64).astype(np.int32) - 1
         vocab = [term for term, keep in zip(self._vocab, used.tolist(), strict=True) if keep]

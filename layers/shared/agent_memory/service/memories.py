@@ -132,12 +132,16 @@ class MemoryService:
         ``events`` (context for the first ones)."""
         records: list[MemoryRecord] = []
         # Context for contextual retrieval: the texts the policy kept of the turns just before each memory
-        # (what it filtered out is never stored, not even as context).
-        history: list[str] = []
+        # (what it filtered out is never stored, not even as context), with the memory each came from: a turn
+        # whose memory was forgotten must not come back as another memory's context (see ``_store``).
+        history: list[tuple[str, str]] = []
+        sources: dict[str, list[tuple[str, str]]] = {}
         for event in previous:
             kept = apply_policy(event, policy) if not is_compaction(event) else None
-            if kept is not None and (text := memory_text(kept)):
-                history = [*history, f"{event.get('author') or ''}: {text}"][-CONTEXT_TURNS:]
+            if kept is not None and event.get("id") and (text := memory_text(kept)):
+                author = str(event.get("author") or normalise_role(event))
+                fragment = (event_memory_id(key.session_id, str(event["id"])), f"{author}: {text}")
+                history = [*history, fragment][-CONTEXT_TURNS:]
         for event in events:
             if is_compaction(event):
                 continue
@@ -151,23 +155,39 @@ class MemoryService:
             # 0 is a time too (the epoch), not a missing one.
             stamp = _finite_timestamp(event.get("timestamp"))
             ts = self._clock() if stamp is None else stamp
-            records.append(
-                MemoryRecord(
-                    id=event_memory_id(key.session_id, str(event["id"])),
-                    text=text,
-                    author=author,
-                    timestamp=ts,
-                    role=normalise_role(event),
-                    session_id=key.session_id,
-                    event_id=str(event["id"]),
-                    custom_metadata=event.get("custom_metadata"),
-                    context=" ".join([*history, _date_text(ts)]),
-                )
+            record = MemoryRecord(
+                id=event_memory_id(key.session_id, str(event["id"])),
+                text=text,
+                author=author,
+                timestamp=ts,
+                role=normalise_role(event),
+                session_id=key.session_id,
+                event_id=str(event["id"]),
+                custom_metadata=event.get("custom_metadata"),
+                context=" ".join([*(f for _, f in history), _date_text(ts)]),
             )
+            records.append(record)
+            sources[record.id] = list(history)
             if text:
-                history = [*history, f"{author}: {text}"][-CONTEXT_TURNS:]
-        saved = self._store(key.app_name, key.user_id, records)
+                history = [*history, (record.id, f"{author}: {text}")][-CONTEXT_TURNS:]
+        saved = self._store(key.app_name, key.user_id, records, sources)
         return {"saved": saved, "skipped": len([e for e in events if not is_compaction(e)]) - saved}
+
+    def _context_of_stored_turns(
+        self, app_name: str, user_id: str, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
+    ) -> list[MemoryRecord]:
+        """``fresh`` records with a context built only from turns whose memory is stored, or stored now.
+
+        A turn whose memory was forgotten (its claim committed, its record gone) stays in the session's events,
+        but its text must never be stored again, not even as the retrieval context of a later memory. A turn
+        the policy kept but that is not stored (a save in flight) is left out too: the context is only an aid.
+        """
+        allowed = set(self._memories.view(app_name, user_id).records) | {r.id for r in fresh}
+        out: list[MemoryRecord] = []
+        for record in fresh:
+            kept = [fragment for memory_id, fragment in sources.get(record.id, []) if memory_id in allowed]
+            out.append(MemoryRecord(**{**record.to_json(), "context": " ".join([*kept, _date_text(record.timestamp)])}))
+        return out
 
     def add_texts(self, *, app_name: str, user_id: str, memories: Sequence[MemoryText]) -> dict[str, int]:
         """Add texts directly (1-100, validated by the request model); a text already stored is skipped."""
@@ -193,7 +213,13 @@ class MemoryService:
         saved = self._store(app_name, user_id, list(records.values()))
         return {"saved": saved, "skipped": len(memories) - saved}
 
-    def _store(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> int:
+    def _store(
+        self,
+        app_name: str,
+        user_id: str,
+        records: list[MemoryRecord],
+        sources: dict[str, list[tuple[str, str]]] | None = None,
+    ) -> int:
         """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
         ids it holds), commit. Claims are given back only for records known not to have landed."""
         if not records:
@@ -204,6 +230,8 @@ class MemoryService:
         if not fresh:
             return 0
         try:
+            if sources and any(sources.values()):
+                fresh = self._context_of_stored_turns(app_name, user_id, fresh, sources)
             added = self._memories.add(app_name, user_id, fresh)
         except NotStored as failed:
             try:  # none landed: give the claims back so that a retry stores them at once

@@ -13,7 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..bounds import MAX_BATCH
-from ..errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from ..errors import (
+    EventIdConflict,
+    InvalidInput,
+    PayloadTooLarge,
+    PreconditionFailed,
+    SessionNotFound,
+    UnprocessableInput,
+)
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session
 from ..policy.identifiers import validate_identifier
@@ -257,6 +264,13 @@ class SessionService:
         if len(events) > MAX_BATCH:
             raise UnprocessableInput(f"events holds {len(events)} events; at most {MAX_BATCH}", field="events")
         new_events = [self._normalise(event) for event in events]
+        # The answer carries the stored events: refuse, before anything is written, what could never be
+        # answered (a 2 MB text of emoji is 6 MB JSON-escaped) rather than store it and answer 413.
+        if sum(event_size(e.body) for e in new_events) > RESPONSE_CAP - 100_000:
+            raise PayloadTooLarge(
+                f"the events take more than {RESPONSE_CAP} bytes as the JSON of the answer; send fewer or smaller",
+                field="body" if single else "events",
+            )
         expected = self._expected_version(key, condition)
         try:
             result = self.store.append_events(key, new_events, expected)

@@ -83,7 +83,7 @@ _BACKWARD_READ_MAX = 100
 _QUERY_LIMIT_MAX = 10_000
 # Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
 # ends well inside the function's 29 s); faults have their own, shorter budget, ``aws.WRITE_BUDGET_S``.
-RACE_BUDGET_S = 20.0
+RACE_BUDGET_S = 12.0
 
 _T = TypeVar("_T")
 
@@ -368,6 +368,10 @@ class DynamoSessionStore:
                 return stored, True
             stored = budget.call(self.get_session, key)
             if stored is not None:
+                if stored.last_seq == 0:
+                    # A creation whose answer was lost, or whose purge failed, may have left events of an
+                    # earlier session under this id: they must not show in this one (one Query when none).
+                    self._purge(key, budget, created=True)
                 # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
                 return stored, stored.incarnation == incarnation
             existing = budget.call(
@@ -417,11 +421,14 @@ class DynamoSessionStore:
         ]
         found: dict[tuple[str, str], dict[str, Any]] = {}
         request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+        budget = _Budget()
         while request:
             response = self._db.batch_get_item(RequestItems=request)
             for item in response.get("Responses", {}).get(self._table, []):
                 found[(item["PK"]["S"], item["SK"]["S"])] = item
             request = response.get("UnprocessedKeys") or {}
+            if request:  # throttled keys: back off, within the budget (then 503), never spin
+                budget.after_fault("unprocessed keys")
         session = found.get((pk, f"S#{key.session_id}"))
         if session is None or "deleting" in session:
             return None
@@ -500,6 +507,7 @@ class DynamoSessionStore:
         }
         found = False
         live: str | None = None
+        started = time.time()
         while True:
             response = budget.call(self._db.query, **params)
             items = response.get("Items", [])
@@ -513,12 +521,17 @@ class DynamoSessionStore:
             if "LastEvaluatedKey" not in response:
                 break
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        if not found:
-            if created:
-                return
+        if not found and created:
+            return
+
+        def keep() -> str | None:
+            # Read again for every page deleted: a session re-created meanwhile keeps its payloads.
             live = self._live_incarnation(key, budget)
-        keep = incarnation_prefix(key, live) if live else None
-        budget.call(self._blobs.delete_prefix, blob_prefix(key), keep_prefix=keep)
+            return incarnation_prefix(key, live) if live else None
+
+        # Objects written after the purge began belong to a session created since (or to an append of the
+        # deleted one that cannot commit: it stays tagged staged and the lifecycle rule expires it).
+        budget.call(self._blobs.delete_prefix, blob_prefix(key), keep_prefix=keep, modified_before=started)
 
     # --- events ---------------------------------------------------------------------------------------------
 
@@ -582,84 +595,95 @@ class DynamoSessionStore:
             if "blob" in item:
                 confirm.append(item["blob"]["S"])
 
-        while pending:
-            if unsettled:
-                # Did the transaction whose answer we lost land? Its items carry our token.
-                found = self._stored_items(key, [e.id for e in unsettled], budget)
-                mine = {i: item for i, item in found.items() if _attr(item, "w") == token}
-                unsettled = []
-                landed_versions.clear()
-                if mine:
-                    for event_id, item in mine.items():
-                        settle(event_id, item)
-                    version = max(landed_versions)
-                    pending = [e for e in pending if e.id not in mine]
-                    expected_version = None
-                    continue
-            meta = budget.call(self._read_counters, key)
-            if meta is None:
-                raise SessionNotFound(key.session_id)
-            if watermark is not None:
-                if watermark.incarnation is not None and meta.incarnation != watermark.incarnation:
-                    raise SessionNotFound(key.session_id)  # deleted (and maybe re-created) since it was read
-                if meta.summary_end_seq != watermark.expected_end_seq:
-                    raise _WatermarkMoved()
-            version = meta.version
-            if expected_version is not None and version != expected_version:
-                raise PreconditionFailed(
-                    f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
-                )
-            chunk = self._take_chunk(pending, staged)
-            if not checked and (len(chunk) < len(pending) or any(staged[e.id].offload for e in chunk)):
-                # The batch takes several transactions: find reused ids before the first commits, so that a
-                # conflict stores nothing of the batch. A large event: before uploading a payload a resend
-                # does not need.
-                checked = True
-                found = self._stored_items(key, [e.id for e in pending], budget)
-                for event_id, item in found.items():
-                    settle(event_id, item)
-                if found:
-                    pending = [e for e in pending if e.id not in found]
-                    continue
-            checked = True
-            for event in chunk:
-                # (Again if the session was re-created meanwhile: a payload lives under its incarnation's prefix.)
-                here = incarnation_prefix(key, meta.incarnation)
-                if staged[event.id].offload and not staged[event.id].blob_key.startswith(here):
-                    staged[event.id].blob_key = self._upload(
-                        key, event, staged[event.id], meta.incarnation, token, budget
+        committed = False
+        try:
+            while pending:
+                if unsettled:
+                    # Did the transaction whose answer we lost land? Its items carry our token.
+                    found = self._stored_items(key, [e.id for e in unsettled], budget)
+                    mine = {i: item for i, item in found.items() if _attr(item, "w") == token}
+                    unsettled = []
+                    landed_versions.clear()
+                    if mine:
+                        for event_id, item in mine.items():
+                            settle(event_id, item)
+                        version = max(landed_versions)
+                        pending = [e for e in pending if e.id not in mine]
+                        expected_version = None
+                        continue
+                meta = budget.call(self._read_counters, key)
+                if meta is None:
+                    raise SessionNotFound(key.session_id)
+                if watermark is not None:
+                    if watermark.incarnation is not None and meta.incarnation != watermark.incarnation:
+                        raise SessionNotFound(key.session_id)  # deleted (and maybe re-created) since it was read
+                    if meta.summary_end_seq != watermark.expected_end_seq:
+                        raise _WatermarkMoved()
+                version = meta.version
+                if expected_version is not None and version != expected_version:
+                    raise PreconditionFailed(
+                        f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
                     )
-            try:
-                outcome = self._transact_append(key, chunk, staged, meta, watermark, token)
-            except _Unsettled as exc:
-                unsettled = chunk
-                budget.after_fault(exc.__cause__ or exc)
-                continue
-            if isinstance(outcome, _Existing):
-                if not outcome.items:  # lost a race on the session's version (or it changed): read again
-                    budget.after_race()
+                chunk = self._take_chunk(pending, staged)
+                if not checked and (len(chunk) < len(pending) or any(staged[e.id].offload for e in chunk)):
+                    # The batch takes several transactions: find reused ids before the first commits, so that a
+                    # conflict stores nothing of the batch. A large event: before uploading a payload a resend
+                    # does not need.
+                    checked = True
+                    found = self._stored_items(key, [e.id for e in pending], budget)
+                    for event_id, item in found.items():
+                        settle(event_id, item)
+                    if found:
+                        pending = [e for e in pending if e.id not in found]
+                        continue
+                checked = True
+                for event in chunk:
+                    # (Again if the session was re-created meanwhile: a payload lives under its incarnation's prefix.)
+                    here = incarnation_prefix(key, meta.incarnation)
+                    if staged[event.id].offload and not staged[event.id].blob_key.startswith(here):
+                        staged[event.id].blob_key = self._upload(
+                            key, event, staged[event.id], meta.incarnation, token, budget
+                        )
+                try:
+                    outcome = self._transact_append(key, chunk, staged, meta, watermark, token)
+                except _Unsettled as exc:
+                    unsettled = chunk
+                    budget.after_fault(exc.__cause__ or exc)
                     continue
-                landed_versions.clear()
-                for event_id, item in outcome.items.items():
-                    settle(event_id, item)
-                if landed_versions:  # botocore's retry met our own applied transaction
-                    version = max(landed_versions)
-                    expected_version = None
-                pending = [e for e in pending if e.id not in outcome.items]
-                continue
-            for stored in outcome:
-                results[stored["id"]] = stored
-                created_ids.add(stored["id"])
-                if staged[stored["id"]].blob_key:
-                    confirm.append(staged[stored["id"]].blob_key)
-            done = {e.id for e in chunk}
-            pending = [e for e in pending if e.id not in done]
-            version = meta.version + 1
-            # The precondition held for the batch's first transaction; later chunks (a batch too big for one
-            # transaction) only need their own conditional write.
-            expected_version = None
-        for blob_key in confirm:
-            budget.call(self._blobs.confirm, blob_key)
+                if isinstance(outcome, _Existing):
+                    if not outcome.items:  # lost a race on the session's version (or it changed): read again
+                        budget.after_race()
+                        continue
+                    landed_versions.clear()
+                    for event_id, item in outcome.items.items():
+                        settle(event_id, item)
+                    if landed_versions:  # botocore's retry met our own applied transaction
+                        version = max(landed_versions)
+                        expected_version = None
+                    pending = [e for e in pending if e.id not in outcome.items]
+                    continue
+                for stored in outcome:
+                    results[stored["id"]] = stored
+                    created_ids.add(stored["id"])
+                    if staged[stored["id"]].blob_key:
+                        confirm.append(staged[stored["id"]].blob_key)
+                done = {e.id for e in chunk}
+                pending = [e for e in pending if e.id not in done]
+                version = meta.version + 1
+                # The precondition held for the batch's first transaction; later chunks (a batch too big for one
+                # transaction) only need their own conditional write.
+                expected_version = None
+            committed = True
+        finally:
+            # Untag every payload a stored event refers to, also when a later transaction of the batch failed
+            # (the events of the earlier ones stay stored): the lifecycle rule must never expire them.
+            for blob_key in confirm:
+                try:
+                    budget.call(self._blobs.confirm, blob_key)
+                except Exception:
+                    if committed:
+                        raise  # 503: a resend finds the stored event and untags its payload again
+                    logger.warning("payload of a stored event left tagged staged", extra={"blob": blob_key})
         created: list[bool] = []
         seen: set[str] = set()
         for event in events:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
@@ -178,10 +180,12 @@ class InMemorySessionStore:
 class InMemoryBlobStore:
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.written: dict[str, float] = {}  # key -> when it was put (S3's LastModified)
         self.staged: set[str] = set()  # keys put staged and not confirmed
 
     def put(self, key: str, data: bytes, *, staged: bool = False) -> None:
         self.objects[key] = data
+        self.written[key] = time.time()
         if staged:
             self.staged.add(key)
         else:
@@ -199,9 +203,20 @@ class InMemoryBlobStore:
         self.objects.pop(key, None)
         self.staged.discard(key)
 
-    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
+    def delete_prefix(
+        self,
+        prefix: str,
+        *,
+        keep_prefix: str | Callable[[], str | None] | None = None,
+        modified_before: float | None = None,
+    ) -> int:
+        keep_prefix = keep_prefix() if callable(keep_prefix) else keep_prefix
         doomed = [
-            k for k in self.objects if k.startswith(prefix) and (keep_prefix is None or not k.startswith(keep_prefix))
+            k
+            for k in self.objects
+            if k.startswith(prefix)
+            and (keep_prefix is None or not k.startswith(keep_prefix))
+            and (modified_before is None or self.written[k] < modified_before)
         ]
         self.staged.difference_update(doomed)
         for k in doomed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,7 +122,8 @@ class SessionStore(Protocol):
         a different body, or repeated in the batch with a different body, raises EventIdConflict (field
         ``events[i].id``) and stores nothing of the batch. Raises SessionNotFound, PreconditionFailed when
         ``expected_version`` is stale, PayloadTooLarge, ServiceUnavailable when storage kept failing within the
-        write budget (nothing partial is visible; a retry of the same request is recognised, not stored twice).
+        write budget (nothing partial is visible, except the committed transactions of a batch too large for one; a
+        retry of the same request is recognised, not stored twice).
         """
         ...
 
@@ -176,8 +178,16 @@ class BlobStore(Protocol):
 
     def delete(self, key: str) -> None: ...
 
-    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
-        """Delete every object under ``prefix`` except those under ``keep_prefix``; return how many."""
+    def delete_prefix(
+        self,
+        prefix: str,
+        *,
+        keep_prefix: str | Callable[[], str | None] | None = None,
+        modified_before: float | None = None,
+    ) -> int:
+        """Delete every object (every version) under ``prefix`` except those under ``keep_prefix`` (a callable
+        is asked again for every page) and, with ``modified_before``, those written at or after that time;
+        return how many."""
         ...
 
 

@@ -47,16 +47,25 @@ class S3BlobStore:
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self._bucket, Key=key)
 
-    def delete_prefix(self, prefix: str, *, keep_prefix: str | None = None) -> int:
-        """Delete every object version under ``prefix`` but those under ``keep_prefix`` (the bucket is
-        versioned: nothing may remain)."""
+    def delete_prefix(
+        self,
+        prefix: str,
+        *,
+        keep_prefix: str | Callable[[], str | None] | None = None,
+        modified_before: float | None = None,
+    ) -> int:
+        """Delete every object version under ``prefix`` (the bucket is versioned: nothing may remain) but those
+        under ``keep_prefix`` (a callable is asked again for every page) and, with ``modified_before``, those
+        written at or after that time (epoch seconds)."""
         deleted = 0
         paginator = self._s3.get_paginator("list_object_versions")
         for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
+            keep = keep_prefix() if callable(keep_prefix) else keep_prefix
             doomed = [
                 {"Key": v["Key"], "VersionId": v["VersionId"]}
                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
-                if keep_prefix is None or not v["Key"].startswith(keep_prefix)
+                if (keep is None or not v["Key"].startswith(keep))
+                and (modified_before is None or v["LastModified"].timestamp() < modified_before)
             ]
             for start in range(0, len(doomed), 1000):
                 batch = doomed[start : start + 1000]
