@@ -446,6 +446,66 @@ def test_events_a_legacy_delete_left_behind_do_not_show_in_a_new_session(api: Ap
     assert api.append("s1", text_event("new", id="ghost")).body["seq"] == 1
 
 
+def put_ghost(aws: dict[str, Any]) -> None:
+    """An event of an earlier session under s1 that a delete of older code left behind (no incarnation)."""
+    body = {"id": "ghost", "author": "user", "timestamp": 1.0, "content": {"role": "user", "parts": [{"text": "boo"}]}}
+    aws["dynamodb"].put_item(
+        TableName=TABLE,
+        Item={
+            "PK": {"S": events_pk(SessionKey("app", "alice", "s1"))},
+            "SK": {"S": "V#ghost"},
+            "seq": {"N": "1"},
+            "ts": {"N": "1.0"},
+            "body": {"S": json.dumps(body)},
+        },
+    )
+
+
+def test_leftovers_do_not_show_when_the_create_answer_was_lost(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    put_ghost(aws)
+    faults.lose_answer("PutItem")  # botocore's retry meets the applied put: the store finds its own session
+    assert api.create(session_id="s1").status == 201
+    faults.clear()
+    assert api.append("s1", text_event("new", id="new")).status == 201
+    assert [e["id"] for e in api.get("s1").body["events"]] == ["new"]
+
+
+def test_leftovers_do_not_show_when_the_purge_after_a_create_failed(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    put_ghost(aws)
+    faults.fail("BatchWriteItem", throttle(), times=-1)  # the purge right after the creation
+    assert api.create(session_id="s1").status == 503
+    faults.clear()
+    assert api.create(session_id="s1").status == 200  # the client's retry finds the session: it purges
+    assert api.append("s1", text_event("new", id="new")).body["seq"] == 1
+    assert [e["id"] for e in api.get("s1").body["events"]] == ["new"]
+
+
+def test_a_batch_whose_later_transaction_fails_keeps_the_payloads_of_the_committed_one(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    # 100 events need two transactions (99 + the session update, then 1); the first holds a 600 KB payload.
+    batch = {"events": [text_event(BIG, id="big")] + [text_event(f"m{i}", id=f"m{i}") for i in range(99)]}
+    calls = {"n": 0}
+
+    def second_transaction(_request: Any) -> bool:
+        calls["n"] += 1
+        return calls["n"] > 1
+
+    faults.fail("TransactWriteItems", throttle(), times=-1, when=second_transaction)
+    assert api.append("s1", batch).status == 503
+    faults.clear()
+    stored = [i for i in event_items(aws) if "blob" in i]
+    assert len(stored) == 1
+    assert "agent-memory-staged" not in tags(aws, stored[0]["blob"]["S"])  # the lifecycle rule will keep it
+    assert api.append("s1", batch).status == 201  # the retry stores the rest
+    assert len(event_items(aws)) == 100
+
+
 # --- 6. create under faults -----------------------------------------------------------------------------------------
 
 
