@@ -478,6 +478,11 @@ THROTTLES = {
 }
 
 
+def forget_route(api: Api, route: str) -> Any:
+    """DELETE the first fact's memory ("forget") or all of the user's memories ("forget_all")."""
+    return api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}" if route == "forget" else BASE)
+
+
 @pytest.mark.parametrize("name", list(THROTTLES))
 def test_throttling_answers_503_with_retry_after(
     api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
@@ -486,12 +491,7 @@ def test_throttling_answers_503_with_retry_after(
     route, operation, reply = THROTTLES[name]
     faults.fail(operation, reply, times=-1)
     started = time.monotonic()
-    if route == "save":
-        answer = save(api, {"memories": [{"text": "one more fact"}]})
-    elif route == "forget":
-        answer = api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}")
-    else:
-        answer = api.request("DELETE", BASE)
+    answer = save(api, {"memories": [{"text": "one more fact"}]}) if route == "save" else forget_route(api, route)
     assert_unavailable(answer)
     # Never a hang: the answer comes well inside the API functions' 29 s timeout.
     assert time.monotonic() - started < 25.0
@@ -515,13 +515,12 @@ def test_a_forget_whose_answer_was_lost_is_recognised(
     seed_texts(api)
     route, operation, when = FORGET_LOST_ANSWERS[name]
     faults.lose_answer(operation, when=when)
+    assert forget_route(api, route).status == 204
     if route == "forget":
-        assert api.request("DELETE", f"{BASE}/{text_memory_id(FACTS[0])}").status == 204
         assert b"peanuts" not in stored_bytes(aws) and b"Porto" in stored_bytes(aws)
         assert sorted(texts(api, "peanuts Porto oboe")) == sorted(FACTS[1:])
         assert not orphans(aws) and manifest(aws)["pending_delete"] == []
     else:
-        assert api.request("DELETE", BASE).status == 204
         assert_nothing_left(aws)
         assert texts(api, "peanuts Porto oboe") == [] and claims(aws) == {}
     assert faults.rules[0].hits == 1  # the fault did happen

@@ -429,24 +429,7 @@ def test_sessions_stored_before_incarnations_still_read_append_and_delete(api: A
     assert event_items(aws, "legacy") == [] and session_item(aws, "legacy") is None
 
 
-def test_events_a_legacy_delete_left_behind_do_not_show_in_a_new_session(api: Api, aws: dict[str, Any]) -> None:
-    body = {"id": "ghost", "author": "user", "timestamp": 1.0, "content": {"role": "user", "parts": [{"text": "boo"}]}}
-    aws["dynamodb"].put_item(
-        TableName=TABLE,
-        Item={
-            "PK": {"S": events_pk(SessionKey("app", "alice", "s1"))},
-            "SK": {"S": "V#ghost"},
-            "seq": {"N": "7"},
-            "ts": {"N": "1.0"},
-            "body": {"S": json.dumps(body)},
-        },
-    )
-    assert api.create(session_id="s1").status == 201
-    assert api.get("s1").body["events"] == [] and event_items(aws) == []
-    assert api.append("s1", text_event("new", id="ghost")).body["seq"] == 1
-
-
-def put_ghost(aws: dict[str, Any]) -> None:
+def put_ghost(aws: dict[str, Any], seq: int = 1) -> None:
     """An event of an earlier session under s1 that a delete of older code left behind (no incarnation)."""
     body = {"id": "ghost", "author": "user", "timestamp": 1.0, "content": {"role": "user", "parts": [{"text": "boo"}]}}
     aws["dynamodb"].put_item(
@@ -454,11 +437,18 @@ def put_ghost(aws: dict[str, Any]) -> None:
         Item={
             "PK": {"S": events_pk(SessionKey("app", "alice", "s1"))},
             "SK": {"S": "V#ghost"},
-            "seq": {"N": "1"},
+            "seq": {"N": str(seq)},
             "ts": {"N": "1.0"},
             "body": {"S": json.dumps(body)},
         },
     )
+
+
+def test_events_a_legacy_delete_left_behind_do_not_show_in_a_new_session(api: Api, aws: dict[str, Any]) -> None:
+    put_ghost(aws, seq=7)
+    assert api.create(session_id="s1").status == 201
+    assert api.get("s1").body["events"] == [] and event_items(aws) == []
+    assert api.append("s1", text_event("new", id="ghost")).body["seq"] == 1
 
 
 def test_leftovers_do_not_show_when_the_create_answer_was_lost(

@@ -374,13 +374,7 @@ class DynamoSessionStore:
                     self._purge(key, budget, created=True)
                 # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
                 return stored, stored.incarnation == incarnation
-            existing = budget.call(
-                self._db.get_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                ConsistentRead=True,
-                ProjectionExpression="deleting",
-            ).get("Item")
+            existing = self._session_marks(key, budget)
             if existing is not None and "deleting" in existing:
                 # A DELETE stopped part-way: finish it, then take the tombstone's place.
                 self._purge(key, budget)
@@ -480,15 +474,20 @@ class DynamoSessionStore:
                 ConditionExpression="attribute_exists(deleting)",  # not a session re-created meanwhile
             )
 
-    def _live_incarnation(self, key: SessionKey, budget: _Budget) -> str | None:
-        """The incarnation of the session under ``key`` unless it is absent or being deleted."""
-        item = budget.call(
+    def _session_marks(self, key: SessionKey, budget: _Budget) -> dict[str, Any] | None:
+        """The session item's incarnation and tombstone (consistent read); None when there is no item."""
+        item: dict[str, Any] | None = budget.call(
             self._db.get_item,
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
             ProjectionExpression="inc, deleting",
         ).get("Item")
+        return item
+
+    def _live_incarnation(self, key: SessionKey, budget: _Budget) -> str | None:
+        """The incarnation of the session under ``key`` unless it is absent or being deleted."""
+        item = self._session_marks(key, budget)
         if item is None or "deleting" in item:
             return None
         return _attr(item, "inc")
