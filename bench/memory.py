@@ -99,7 +99,8 @@ def main() -> None:
     from agent_memory.requests import MemoryText
     from agent_memory.search.index import Doc, SearchConfig, SearchIndex
     from agent_memory.service.memories import MemoryService, default_embedder, default_memory_service
-    from agent_memory.stores.memories import MemoryRecord, S3MemoryStore
+    from agent_memory.stores.memories import S3MemoryStore
+    from agent_memory.stores.ports import MemoryRecord
     from local.inprocess import in_process_aws
 
     rows: list[str] = []

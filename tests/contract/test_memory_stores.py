@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from agent_memory.search.index import Doc, SearchIndex
-from agent_memory.stores.claims import STALE_AFTER_S, ClaimStore, DynamoClaimStore, InMemoryClaimStore
-from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord, MemoryStore, S3MemoryStore, encode_part
+from agent_memory.stores.claims import DynamoClaimStore
+from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
+from agent_memory.stores.memories import S3MemoryStore, encode_part
+from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore
 from tests.conftest import BUCKET, TABLE
 
 

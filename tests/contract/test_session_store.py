@@ -13,7 +13,7 @@ from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotF
 from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.dynamo import DynamoSessionStore
-from agent_memory.stores.memory import InMemoryBlobStore, InMemorySessionStore
+from agent_memory.stores.inmemory import InMemoryBlobStore, InMemorySessionStore
 from agent_memory.stores.ports import BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from tests.conftest import BUCKET, TABLE, RequestCounter

@@ -17,7 +17,7 @@ from agent_memory.providers.ports import ToolCall, ToolResult, Turn
 from agent_memory.service.compaction import CompactionService, event_turn
 from agent_memory.service.context import ContextService
 from agent_memory.service.sessions import SessionService
-from agent_memory.stores.memory import InMemorySessionStore
+from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey
 
 NOW = 9000.0

@@ -12,10 +12,8 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.requests import MemoryText, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
-from agent_memory.stores.claims import InMemoryClaimStore
-from agent_memory.stores.memories import InMemoryMemoryStore, MemoryRecord
-from agent_memory.stores.memory import InMemorySessionStore
-from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
+from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
+from agent_memory.stores.ports import MemoryRecord, NewEvent, SessionKey, SessionRecord
 from tests.unit.edge import through_edge
 
 KEY = SessionKey("app", "alice", "s1")

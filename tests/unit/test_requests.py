@@ -446,7 +446,7 @@ def test_random_bodies_never_escape_as_anything_but_client_errors() -> None:
     import random
 
     from agent_memory.api import RequestEvent
-    from agent_memory.errors import MemoryServiceError
+    from agent_memory.errors import AgentMemoryError
 
     rng = random.Random(7)
     accepted = refused = 0
@@ -455,7 +455,7 @@ def test_random_bodies_never_escape_as_anything_but_client_errors() -> None:
         event = RequestEvent({"body": base64.b64encode(raw).decode(), "isBase64Encoded": True}, parse_body)
         try:
             value = event.json_body
-        except MemoryServiceError as exc:
+        except AgentMemoryError as exc:
             assert exc.status in (400, 413)
             refused += 1
             continue

@@ -13,7 +13,7 @@ from agent_memory.errors import InvalidInput
 from agent_memory.jsonio import RESPONSE_CAP, dumps, wire_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.service.sessions import SessionService
-from agent_memory.stores.memory import InMemorySessionStore
+from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
 
 KEY = SessionKey("app", "alice", "s1")

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from agent_memory.errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
 from agent_memory.requests import AppendRequest, CreateSessionRequest, EventBatch
 from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
-from agent_memory.stores.memory import InMemoryPublisher, InMemorySessionStore
+from agent_memory.stores.inmemory import InMemoryPublisher, InMemorySessionStore
 from tests.unit.edge import through_edge
 
 NOW = 1000.0

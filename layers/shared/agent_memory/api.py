@@ -29,7 +29,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from .aws import capacity_error
-from .errors import InvalidInput, MemoryServiceError, PayloadTooLarge, ServiceUnavailable
+from .errors import AgentMemoryError, InvalidInput, PayloadTooLarge, ServiceUnavailable
 from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
 from .requests import UNION_TAGS
@@ -79,7 +79,7 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     return json_response(status, {"error": error})
 
 
-def domain_error_response(exc: MemoryServiceError) -> Response[str]:
+def domain_error_response(exc: AgentMemoryError) -> Response[str]:
     """A domain error as its JSON response; a 503 says when to retry."""
     body = exc.to_body()
     error = body.get("error")
@@ -172,8 +172,8 @@ def create_app() -> Resolver:
     """A resolver with validation and the project's error mapping."""
     app = Resolver()
 
-    @app.exception_handler(MemoryServiceError)
-    def _domain(exc: MemoryServiceError) -> Response[str]:
+    @app.exception_handler(AgentMemoryError)
+    def _domain(exc: AgentMemoryError) -> Response[str]:
         return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-class MemoryServiceError(Exception):
+class AgentMemoryError(Exception):
     """Base class: an error a client can cause, answered with a JSON error body."""
 
     status = 400
@@ -21,21 +21,21 @@ class MemoryServiceError(Exception):
         return {"error": error}
 
 
-class InvalidInput(MemoryServiceError):
+class InvalidInput(AgentMemoryError):
     """Malformed input: a bad identifier, query parameter or JSON shape."""
 
     status = 400
     code = "invalid_input"
 
 
-class UnprocessableInput(MemoryServiceError):
+class UnprocessableInput(AgentMemoryError):
     """Well-formed JSON whose content does not validate (pydantic errors)."""
 
     status = 422
     code = "validation_error"
 
 
-class SessionNotFound(MemoryServiceError):
+class SessionNotFound(AgentMemoryError):
     status = 404
     code = "session_not_found"
 
@@ -43,33 +43,33 @@ class SessionNotFound(MemoryServiceError):
         super().__init__(f"session {session_id!r} not found", field="session_id")
 
 
-class PreconditionFailed(MemoryServiceError):
+class PreconditionFailed(AgentMemoryError):
     """If-Match named a version that is no longer current."""
 
     status = 412
     code = "precondition_failed"
 
 
-class Conflict(MemoryServiceError):
+class Conflict(AgentMemoryError):
     """A write lost a race it could not retry within its budget."""
 
     status = 409
     code = "conflict"
 
 
-class PayloadTooLarge(MemoryServiceError):
+class PayloadTooLarge(AgentMemoryError):
     status = 413
     code = "payload_too_large"
 
 
-class EventIdConflict(MemoryServiceError):
+class EventIdConflict(AgentMemoryError):
     """An event id that is stored already, sent again with a different body."""
 
     status = 409
     code = "event_id_conflict"
 
 
-class ServiceUnavailable(MemoryServiceError):
+class ServiceUnavailable(AgentMemoryError):
     """AWS kept throttling, cancelling or timing out within the request's time budget: retry later.
 
     Answered 503 with ``Retry-After``; nothing partial is left behind (the write paths guarantee it).

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InvalidInput, MemoryServiceError
+from ..errors import AgentMemoryError, InvalidInput
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 
-def validate_identifier(value: object, field: str, error: type[MemoryServiceError] = InvalidInput) -> str:
+def validate_identifier(value: object, field: str, error: type[AgentMemoryError] = InvalidInput) -> str:
     """Return ``value`` if it is 1–128 of ``[A-Za-z0-9._:@-]`` starting with a letter or digit, else raise
     ``error`` (400 for path parameters; the service passes UnprocessableInput, 422, for body fields)."""
     if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):

@@ -19,9 +19,16 @@ from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
 from ..requests import MAX_TOP_K, MemoryText
-from ..stores.claims import TEXT_PREFIX, ClaimStore
-from ..stores.memories import MemoryRecord, MemoryStore, NotStored
-from ..stores.ports import EventQuery, SessionKey, SessionStore
+from ..stores.ports import (
+    TEXT_PREFIX,
+    ClaimStore,
+    EventQuery,
+    MemoryRecord,
+    MemoryStore,
+    NotStored,
+    SessionKey,
+    SessionStore,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -19,50 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from .dynamo import batch_write
+from .ports import EVENT_PREFIX, STALE_AFTER_S, TEXT_PREFIX
 
 logger = logging.getLogger(__name__)
-STALE_AFTER_S = 300
 # A claim is free when nobody holds it, or when its save died before committing it long enough ago.
 _FREE = "attribute_not_exists(PK) OR (committed = :f AND claimed_at < :stale)"
-
-
-class ClaimStore(Protocol):
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
-        """Claim ``keys``; return those this call claimed (the others are held by earlier saves)."""
-        ...
-
-    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Mark claims committed: their records are stored (or were, and are forgotten)."""
-        ...
-
-    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Give claims back whatever their state (a forgotten direct text)."""
-        ...
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Give back claims a failed save holds for records that did not land; a committed claim stays."""
-        ...
-
-    def commit_events(self, app_name: str, user_id: str) -> None:
-        """Mark every uncommitted event claim of the user committed (forget-all: whatever a save in flight or a
-        failed commit left is forgotten too, and auto-save never brings it back)."""
-        ...
-
-    def release_texts(self, app_name: str, user_id: str) -> None:
-        """Release every direct-text claim of the user (forget all); event claims stay."""
-        ...
-
-
-TEXT_PREFIX = "T#"
-EVENT_PREFIX = "E#"
 
 
 class DynamoClaimStore:
@@ -188,50 +156,3 @@ class DynamoClaimStore:
 
     def commit_events(self, app_name: str, user_id: str) -> None:
         self.commit(app_name, user_id, self._claim_keys(app_name, user_id, EVENT_PREFIX, uncommitted_only=True))
-
-
-class InMemoryClaimStore:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._lock = threading.Lock()
-        self._claims: dict[tuple[str, str, str], tuple[bool, float]] = {}
-        self._clock = clock
-
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
-        with self._lock:
-            now = self._clock()
-            claimed = set()
-            for key in dict.fromkeys(keys):
-                held = self._claims.get((app_name, user_id, key))
-                if held is None or (not held[0] and held[1] < now - STALE_AFTER_S):
-                    self._claims[(app_name, user_id, key)] = (False, now)
-                    claimed.add(key)
-            return claimed
-
-    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._lock:
-            for key in keys:
-                self._claims[(app_name, user_id, key)] = (True, self._clock())
-
-    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._lock:
-            for key in keys:
-                self._claims.pop((app_name, user_id, key), None)
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._lock:
-            for key in keys:
-                held = self._claims.get((app_name, user_id, key))
-                if held is not None and not held[0]:
-                    del self._claims[(app_name, user_id, key)]
-
-    def commit_events(self, app_name: str, user_id: str) -> None:
-        with self._lock:
-            now = self._clock()
-            for claim, (committed, _) in list(self._claims.items()):
-                if claim[:2] == (app_name, user_id) and claim[2].startswith(EVENT_PREFIX) and not committed:
-                    self._claims[claim] = (True, now)
-
-    def release_texts(self, app_name: str, user_id: str) -> None:
-        with self._lock:
-            for claim in [c for c in self._claims if c[:2] == (app_name, user_id) and c[2].startswith(TEXT_PREFIX)]:
-                del self._claims[claim]

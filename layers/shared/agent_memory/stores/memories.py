@@ -50,10 +50,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
+from .ports import IndexedRecords, MemoryRecord, NotStored
 
 logger = logging.getLogger(__name__)
 
@@ -71,36 +72,6 @@ _LOST_RACE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict
 
 def user_prefix(app_name: str, user_id: str) -> str:
     return f"memories/{app_name}/{user_id}/"
-
-
-@dataclass
-class MemoryRecord:
-    """One long-term memory: the text, where it came from, and what to index it with."""
-
-    id: str
-    text: str
-    author: str
-    timestamp: float
-    role: str = "user"
-    session_id: str | None = None
-    event_id: str | None = None
-    custom_metadata: dict[str, Any] | None = None
-    context: str = ""  # indexed with the text (contextual retrieval), never returned
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
-        return cls(**data)
-
-
-@dataclass
-class Part:
-    """A loaded snapshot or segment: its records and its index."""
-
-    records: dict[str, MemoryRecord]
-    index: Any  # search.index.SearchIndex
 
 
 def encode_part(records: list[MemoryRecord], index_bytes: bytes) -> bytes:
@@ -185,14 +156,6 @@ class _NotModified(Exception):
     pass
 
 
-class NotStored(Exception):
-    """``add`` failed before any write that could name its records: none of them landed (``cause`` says why)."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(repr(cause))
-        self.cause = cause
-
-
 class S3MemoryStore:
     """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``.
 
@@ -215,8 +178,8 @@ class S3MemoryStore:
         self._combine = combine
         self._orphan_grace_s = orphan_grace_s  # None: ORPHAN_GRACE_S, read when used
         self._lock = threading.Lock()  # the caches are shared by the threads of a local server
-        self._parts: dict[str, Part] = {}  # immutable objects, by key
-        self._views: dict[str, tuple[Manifest, Part]] = {}  # user prefix -> (manifest, combined view)
+        self._parts: dict[str, IndexedRecords] = {}  # immutable objects, by key
+        self._views: dict[str, tuple[Manifest, IndexedRecords]] = {}  # user prefix -> (manifest, combined view)
 
     @property
     def _s3(self) -> Any:
@@ -278,7 +241,7 @@ class S3MemoryStore:
 
     # --- parts ----------------------------------------------------------------------------------------------
 
-    def _load_part(self, key: str) -> Part | None:
+    def _load_part(self, key: str) -> IndexedRecords | None:
         """The part stored at ``key``; None when it is gone."""
         with self._lock:
             part = self._parts.get(key)
@@ -290,14 +253,14 @@ class S3MemoryStore:
                     return None
                 raise
             records, index_bytes = decode_part(data)
-            part = Part({r.id: r for r in records}, self._load_index(index_bytes))
+            part = IndexedRecords({r.id: r for r in records}, self._load_index(index_bytes))
             self._remember(key, part)
         return part
 
     def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> str:
         key = f"{prefix}parts/{epoch + '/' if epoch else ''}{uuid.uuid4().hex}.mem"
         self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
-        self._remember(key, Part({r.id: r for r in records}, index))
+        self._remember(key, IndexedRecords({r.id: r for r in records}, index))
         return key
 
     @staticmethod
@@ -308,7 +271,7 @@ class S3MemoryStore:
         rest = key[len(prefix) + len("parts/") :]
         return rest.split("/", 1)[0] if "/" in rest else ""
 
-    def _remember(self, key: str, part: Part) -> None:
+    def _remember(self, key: str, part: IndexedRecords) -> None:
         """Cache an immutable part; a warm container serving many users keeps only the most recent ones."""
         with self._lock:
             if len(self._parts) >= MAX_CACHED_PARTS:
@@ -346,7 +309,7 @@ class S3MemoryStore:
                 first = response["Errors"][0]
                 raise ServiceUnavailable(f"S3 did not delete {first.get('Key')} ({first.get('Code')}); retry")
 
-    def _combined(self, manifest: Manifest) -> tuple[Part, list[str]]:
+    def _combined(self, manifest: Manifest) -> tuple[IndexedRecords, list[str]]:
         """The view ``manifest`` names, and the keys it names that are gone."""
         loaded = [(k, self._load_part(k)) for k in manifest.objects()]
         parts = [p for _, p in loaded if p is not None]
@@ -358,9 +321,9 @@ class S3MemoryStore:
         index = self._combine([p.index for p in parts]) if parts else None
         if index is not None and forgotten:
             index = index.without(forgotten)
-        return Part({k: v for k, v in records.items() if k not in forgotten}, index), missing
+        return IndexedRecords({k: v for k, v in records.items() if k not in forgotten}, index), missing
 
-    def _scrubbed(self, manifest: Manifest, merged: Part) -> Part:
+    def _scrubbed(self, manifest: Manifest, merged: IndexedRecords) -> IndexedRecords:
         """``merged`` with the forgotten memories' texts also removed from the context other memories were
         indexed with (contextual retrieval stored the turns before each memory), those memories re-indexed."""
         if not manifest.forgotten:
@@ -383,9 +346,9 @@ class S3MemoryStore:
         if not affected:
             return merged
         records = dict(merged.records) | {r.id: r for r in affected}
-        return Part(records, self._combine([merged.index, self._build_index(affected)]))
+        return IndexedRecords(records, self._combine([merged.index, self._build_index(affected)]))
 
-    def _state(self, prefix: str) -> tuple[Manifest, Part, list[str]]:
+    def _state(self, prefix: str) -> tuple[Manifest, IndexedRecords, list[str]]:
         """The current manifest, the view it names and the keys it names that are gone (the manifest is asked
         for conditionally when a view is cached: one request when nothing changed)."""
         with self._lock:
@@ -517,7 +480,7 @@ class S3MemoryStore:
 
     # --- use cases ------------------------------------------------------------------------------------------
 
-    def view(self, app_name: str, user_id: str) -> Part:
+    def view(self, app_name: str, user_id: str) -> IndexedRecords:
         """The user's records and combined index, current as of this call (cached by the manifest's ETag)."""
         prefix = user_prefix(app_name, user_id)
         for _ in range(4):
@@ -670,54 +633,3 @@ class S3MemoryStore:
 def _timestamp(value: Any) -> float:
     """An S3 ``LastModified`` (datetime) as epoch seconds; 0 when unknown (treated as old)."""
     return value.timestamp() if isinstance(value, datetime) else 0.0
-
-
-class MemoryStore(Protocol):
-    """Port of the long-term memory storage (S3 in production, in memory for unit tests)."""
-
-    def view(self, app_name: str, user_id: str) -> Part: ...
-
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
-        """Store the records whose ids are not stored yet; return their ids."""
-        ...
-
-    def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
-
-    def forget_all(self, app_name: str, user_id: str) -> None: ...
-
-
-class InMemoryMemoryStore:
-    def __init__(self, build_index: Callable[[list[MemoryRecord]], Any], combine: Callable[[list[Any]], Any]) -> None:
-        self._build_index = build_index
-        self._combine = combine
-        self._lock = threading.Lock()
-        self._parts: dict[tuple[str, str], list[Part]] = {}
-
-    def view(self, app_name: str, user_id: str) -> Part:
-        with self._lock:
-            parts = list(self._parts.get((app_name, user_id), []))
-        records: dict[str, MemoryRecord] = {}
-        for part in parts:
-            records.update(part.records)
-        return Part(records, self._combine([p.index for p in parts]) if parts else None)
-
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
-        with self._lock:
-            parts = self._parts.setdefault((app_name, user_id), [])
-            held = {i for p in parts for i in p.records}
-            fresh = list({r.id: r for r in records if r.id not in held}.values())
-            if fresh:
-                parts.append(Part({r.id: r for r in fresh}, self._build_index(fresh)))
-            return [r.id for r in fresh]
-
-    def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
-        ids = set(memory_ids)
-        with self._lock:
-            parts = self._parts.get((app_name, user_id), [])
-            self._parts[(app_name, user_id)] = [
-                Part({k: v for k, v in p.records.items() if k not in ids}, p.index.without(ids)) for p in parts
-            ]
-
-    def forget_all(self, app_name: str, user_id: str) -> None:
-        with self._lock:
-            self._parts.pop((app_name, user_id), None)

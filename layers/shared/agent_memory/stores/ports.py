@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -195,3 +195,94 @@ class EventPublisher(Protocol):
     """Where domain events (``SessionCreated``) go for users to hang follow-up work on."""
 
     def publish(self, detail_type: str, detail: dict[str, Any]) -> None: ...
+
+
+# --- long-term memory ---------------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryRecord:
+    """One long-term memory: the text, where it came from, and what to index it with."""
+
+    id: str
+    text: str
+    author: str
+    timestamp: float
+    role: str = "user"
+    session_id: str | None = None
+    event_id: str | None = None
+    custom_metadata: dict[str, Any] | None = None
+    context: str = ""  # indexed with the text (contextual retrieval), never returned
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
+        return cls(**data)
+
+
+@dataclass
+class IndexedRecords:
+    """Memory records with their search index: a stored snapshot or segment, or a user's whole memory."""
+
+    records: dict[str, MemoryRecord]
+    index: Any  # search.index.SearchIndex
+
+
+class NotStored(Exception):
+    """``add`` failed before any write that could name its records: none of them landed (``cause`` says why)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.cause = cause
+
+
+class MemoryStore(Protocol):
+    """Port of the long-term memory storage (S3 in AWS, SQLite embedded, in memory for unit tests)."""
+
+    def view(self, app_name: str, user_id: str) -> IndexedRecords:
+        """Every record of the user with their combined index (index None when there are none)."""
+        ...
+
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        """Store the records whose ids are not stored yet; return their ids."""
+        ...
+
+    def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
+
+    def forget_all(self, app_name: str, user_id: str) -> None: ...
+
+
+# Claim keys: an event saved to memory (``E#…``) and a text added directly (``T#…``).
+TEXT_PREFIX = "T#"
+EVENT_PREFIX = "E#"
+# A claim never committed (its save died between claim and commit) can be taken again after this long.
+STALE_AFTER_S = 300
+
+
+class ClaimStore(Protocol):
+    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+        """Claim ``keys``; return those this call claimed (the others are held by earlier saves)."""
+        ...
+
+    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        """Mark claims committed: their records are stored (or were, and are forgotten)."""
+        ...
+
+    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        """Give claims back whatever their state (a forgotten direct text)."""
+        ...
+
+    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        """Give back claims a failed save holds for records that did not land; a committed claim stays."""
+        ...
+
+    def commit_events(self, app_name: str, user_id: str) -> None:
+        """Mark every uncommitted event claim of the user committed (forget-all: whatever a save in flight or a
+        failed commit left is forgotten too, and auto-save never brings it back)."""
+        ...
+
+    def release_texts(self, app_name: str, user_id: str) -> None:
+        """Release every direct-text claim of the user (forget all); event claims stay."""
+        ...

@@ -6,13 +6,26 @@ import copy
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from ..jsonio import event_size
 from ..policy.state import ScopedDelta
-from .ports import AppendResult, BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, same_event
+from .ports import (
+    EVENT_PREFIX,
+    STALE_AFTER_S,
+    TEXT_PREFIX,
+    AppendResult,
+    BlobMissing,
+    EventQuery,
+    IndexedRecords,
+    MemoryRecord,
+    NewEvent,
+    SessionKey,
+    SessionRecord,
+    same_event,
+)
 
 
 class InMemorySessionStore:
@@ -230,3 +243,88 @@ class InMemoryPublisher:
 
     def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
         self.published.append((detail_type, copy.deepcopy(detail)))
+
+
+class InMemoryMemoryStore:
+    def __init__(self, build_index: Callable[[list[MemoryRecord]], Any], combine: Callable[[list[Any]], Any]) -> None:
+        self._build_index = build_index
+        self._combine = combine
+        self._lock = threading.Lock()
+        self._parts: dict[tuple[str, str], list[IndexedRecords]] = {}
+
+    def view(self, app_name: str, user_id: str) -> IndexedRecords:
+        with self._lock:
+            parts = list(self._parts.get((app_name, user_id), []))
+        records: dict[str, MemoryRecord] = {}
+        for part in parts:
+            records.update(part.records)
+        return IndexedRecords(records, self._combine([p.index for p in parts]) if parts else None)
+
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        with self._lock:
+            parts = self._parts.setdefault((app_name, user_id), [])
+            held = {i for p in parts for i in p.records}
+            fresh = list({r.id: r for r in records if r.id not in held}.values())
+            if fresh:
+                parts.append(IndexedRecords({r.id: r for r in fresh}, self._build_index(fresh)))
+            return [r.id for r in fresh]
+
+    def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
+        ids = set(memory_ids)
+        with self._lock:
+            parts = self._parts.get((app_name, user_id), [])
+            self._parts[(app_name, user_id)] = [
+                IndexedRecords({k: v for k, v in p.records.items() if k not in ids}, p.index.without(ids))
+                for p in parts
+            ]
+
+    def forget_all(self, app_name: str, user_id: str) -> None:
+        with self._lock:
+            self._parts.pop((app_name, user_id), None)
+
+
+class InMemoryClaimStore:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._lock = threading.Lock()
+        self._claims: dict[tuple[str, str, str], tuple[bool, float]] = {}
+        self._clock = clock
+
+    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+        with self._lock:
+            now = self._clock()
+            claimed = set()
+            for key in dict.fromkeys(keys):
+                held = self._claims.get((app_name, user_id, key))
+                if held is None or (not held[0] and held[1] < now - STALE_AFTER_S):
+                    self._claims[(app_name, user_id, key)] = (False, now)
+                    claimed.add(key)
+            return claimed
+
+    def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._claims[(app_name, user_id, key)] = (True, self._clock())
+
+    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._claims.pop((app_name, user_id, key), None)
+
+    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                held = self._claims.get((app_name, user_id, key))
+                if held is not None and not held[0]:
+                    del self._claims[(app_name, user_id, key)]
+
+    def commit_events(self, app_name: str, user_id: str) -> None:
+        with self._lock:
+            now = self._clock()
+            for claim, (committed, _) in list(self._claims.items()):
+                if claim[:2] == (app_name, user_id) and claim[2].startswith(EVENT_PREFIX) and not committed:
+                    self._claims[claim] = (True, now)
+
+    def release_texts(self, app_name: str, user_id: str) -> None:
+        with self._lock:
+            for claim in [c for c in self._claims if c[:2] == (app_name, user_id) and c[2].startswith(TEXT_PREFIX)]:
+                del self._claims[claim]
