@@ -7,8 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
+# make run BACKEND=moto: DynamoDB and S3 on moto instead of the embedded SQLite backend; DATA_DIR: where the
+# embedded backend keeps its data (make wipe deletes it).
+BACKEND ?= embedded
+DATA_DIR ?= .data
 
-.PHONY: run test unit lint template build bench lock clean
+.PHONY: run wipe test unit lint template build bench lock clean
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +21,10 @@ $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m local.server
+	$(BIN)/python -m local.server --backend $(BACKEND) --data-dir $(DATA_DIR)
+
+wipe:  # delete everything make run stored (stop the server first)
+	rm -rf $(DATA_DIR)
 
 test: $(STAMP) lint template
 	$(BIN)/python -m pytest

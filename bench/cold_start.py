@@ -25,7 +25,7 @@ HANDLER = (
     "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); m.lambda_handler"
 )
 # What a first request adds: wiring the service builds the DynamoDB client (S3 and EventBridge stay lazy).
-WIRED = "; from agent_memory.service.sessions import default_session_service; default_session_service()"
+WIRED = "; from agent_memory.composition import services; services().sessions"
 TIMER = "import time; t = time.perf_counter(); {code}; print(time.perf_counter() - t)"
 
 

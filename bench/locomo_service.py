@@ -33,14 +33,13 @@ def session_time(text: str) -> float:
 
 def ingest_and_search(conversation: Conversation, k: int) -> dict[str, list[str]]:
     """Ingest one conversation through the API and answer its questions: question -> dia_ids, best first."""
+    from agent_memory.composition import services
     from agent_memory.config import settings
-    from agent_memory.service.memories import default_embedder, default_memory_service
-    from agent_memory.service.sessions import default_session_service
     from local.inprocess import in_process_aws
     from local.server import LocalApi
     from local.template import load_template
 
-    for cached in (settings, default_session_service, default_memory_service, default_embedder):
+    for cached in (settings, services):
         cached.cache_clear()
     api = LocalApi(load_template())
 

@@ -96,19 +96,19 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
+    from agent_memory.composition import services
     from agent_memory.requests import MemoryText
-    from agent_memory.search.index import Doc, SearchConfig, SearchIndex
-    from agent_memory.service.memories import MemoryService, default_embedder, default_memory_service
+    from agent_memory.search.index import SearchConfig, SearchIndex
+    from agent_memory.service.memories import MemoryService
     from agent_memory.stores.memories import S3MemoryStore
     from agent_memory.stores.ports import MemoryRecord
     from local.inprocess import in_process_aws
 
     rows: list[str] = []
     with in_process_aws(TABLE, BUCKET) as clients:
-        embedder = default_embedder()
-
-        def build(records: list[MemoryRecord]) -> SearchIndex:
-            return SearchIndex.build([Doc(r.id, f"{r.author}: {r.text}", r.context) for r in records], embedder)
+        wired = services()
+        embedder = wired.embedder
+        build = wired.build_index
 
         queries = [" ".join(random.Random(q).sample(WORDS, 3)) for q in range(args.queries)]
         for size in args.sizes:
@@ -124,9 +124,9 @@ def main() -> None:
             seed_s = time.perf_counter() - started
             store = S3MemoryStore(lambda: clients["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
             service = MemoryService(
-                default_memory_service()._sessions,
+                wired.session_store,
                 store,
-                default_memory_service()._claims,
+                wired.claim_store,
                 lambda index, query, k: index.search(query, k, embedder=embedder),
             )
             counter = RequestCounter().attach(clients["s3"])
@@ -153,7 +153,7 @@ def main() -> None:
                 f"{lx * 1000:.1f} | {h / lx:.1f} | {seed_s:.0f} |"
             )
 
-        service = default_memory_service()
+        service = wired.memories
         batches = 20
         texts = synthetic(batches * 100, seed=11)
         started = time.perf_counter()

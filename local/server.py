@@ -1,8 +1,13 @@
 """``make run``: the whole API on http://127.0.0.1:3000 with no AWS account and no Docker.
 
-An in-process moto server stands in for DynamoDB, S3 and EventBridge; the table and bucket are created from
-``template.yaml``; each request is matched against the template's routes, turned into an API Gateway HTTP
-API (payload 2.0) event and handed to the real handler of the function the template routes it to.
+Each request is matched against ``template.yaml``'s routes, turned into an API Gateway HTTP API (payload 2.0)
+event and handed to the real handler of the function the template routes it to; the template's schedules and
+its stream mapping run on timers. Two backends (``--backend`` / ``BACKEND``):
+
+- ``embedded`` (the default): one SQLite file under ``--data-dir`` (``.data/``) holds everything, and survives
+  restarts; its outbox feeds auto-save (``local/changefeed.py``). Fit for a single-machine deployment.
+- ``moto``: an in-process moto server stands in for DynamoDB, S3 and EventBridge (the table and bucket created
+  from the template), to watch the AWS adapters work; its data is gone when the server stops.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,13 +26,15 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
+from .changefeed import start_change_feed
 from .streams import start_stream_mappings
 from .template import (
     Route,
@@ -110,16 +118,13 @@ def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return joined
 
 
-def configure_environment(template: dict[str, Any], endpoint: str) -> None:
-    """Point boto3 at moto and give the process the functions' environment from the template."""
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        }
-    )
+def configure_environment(template: dict[str, Any], endpoint: str | None) -> None:
+    """Point boto3 at moto (when ``endpoint``) and give the process the functions' environment from the template."""
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    if endpoint:
+        os.environ.update(
+            {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+        )
     for function in functions(template):
         for name, value in function_environment(template, function, local_names(template)).items():
             os.environ.setdefault(name, value)  # the caller's environment overrides the template's defaults
@@ -160,22 +165,57 @@ def start_schedules(template: dict[str, Any], every_s: float, stop: threading.Ev
     return threads
 
 
-def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, Any]:
-    """Start moto and the API (both in background threads); return the API server and the moto server."""
+BACKENDS = ("embedded", "moto")
+
+
+def start(
+    host: str, port: int, backend: str = "embedded", data_dir: str = ".data", moto_port: int | None = None
+) -> tuple[ThreadingHTTPServer, Callable[[], None]]:
+    """Start the backend and the API (in background threads); return the API server and a function that stops
+    everything."""
     import logging
 
-    from .moto_backend import SerializedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
+    if backend not in BACKENDS:
+        raise SystemExit(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     template = load_template()
-    moto = SerializedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-    moto.start()
-    configure_environment(template, f"http://127.0.0.1:{moto_port}")
+    stop = threading.Event()
+    window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
+    window_s = float(window) if window else None
+    if backend == "moto":
+        from .moto_backend import SerializedMotoServer
 
-    from agent_memory.aws import client, reset_clients
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
+        moto_port = moto_port or free_port()
+        moto = SerializedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+        moto.start()
+        os.environ["BACKEND"] = "aws"
+        configure_environment(template, f"http://127.0.0.1:{moto_port}")
+        from agent_memory.aws import client, reset_clients
 
-    reset_clients()
-    provision(template, client("dynamodb"), client("s3"), LOCAL_TABLE, LOCAL_BUCKET)
+        reset_clients()
+        provision(template, client("dynamodb"), client("s3"), LOCAL_TABLE, LOCAL_BUCKET)
+        start_stream_mappings(
+            template,
+            local_names(template),
+            client("dynamodb"),
+            client("dynamodbstreams"),
+            LOCAL_TABLE,
+            window_s,
+            stop,
+        )
+        stop_backend: Callable[[], None] = moto.stop
+    else:
+        os.environ.update({"BACKEND": "embedded", "DATA_DIR": str(Path(data_dir).resolve())})
+        configure_environment(template, None)
+        from agent_memory.composition import services
+
+        services.cache_clear()
+        wired = services()
+        start_change_feed(template, local_names(template), wired.session_store, window_s, stop)  # type: ignore[arg-type]
+
+        def stop_backend() -> None:
+            wired.close()
+
     api = LocalApi(template)
 
     class Handler(BaseHTTPRequestHandler):
@@ -214,26 +254,49 @@ def start(host: str, port: int, moto_port: int) -> tuple[ThreadingHTTPServer, An
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    stop = threading.Event()
     start_schedules(template, float(os.environ.get("SCHEDULE_SECONDS", "10")), stop)
-    window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
-    start_stream_mappings(
-        template,
-        local_names(template),
-        client("dynamodb"),
-        client("dynamodbstreams"),
-        LOCAL_TABLE,
-        float(window) if window else None,
-        stop,
-    )
-    return server, moto
+
+    def shutdown() -> None:
+        server.shutdown()
+        stop.set()
+        stop_backend()
+
+    return server, shutdown
+
+
+@dataclass(frozen=True)
+class Spawned:
+    url: str
+    pid: int
 
 
 @contextlib.contextmanager
 def spawned(
-    extra_env: dict[str, str] | None = None, startup_s: float = 60, log_path: Path | None = None
+    extra_env: dict[str, str] | None = None,
+    startup_s: float = 60,
+    log_path: Path | None = None,
+    backend: str = "embedded",
+    data_dir: Path | None = None,
 ) -> Iterator[str]:
     """``make run`` in a child process on free ports (tests, benchmarks); yields its base URL, then stops it.
+    See ``spawn``."""
+    with spawn(extra_env, startup_s, log_path, backend, data_dir) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def spawn(
+    extra_env: dict[str, str] | None = None,
+    startup_s: float = 60,
+    log_path: Path | None = None,
+    backend: str = "embedded",
+    data_dir: Path | None = None,
+) -> Iterator[Spawned]:
+    """``make run`` in a child process on free ports (tests, benchmarks); yields its URL and process id, then
+    stops it.
+
+    ``backend`` as ``make run BACKEND=…``; the embedded backend keeps its data in ``data_dir`` (else in a
+    temporary folder removed afterwards; pass a folder to see data survive a restart).
 
     The child gets this environment without its AWS settings (it makes its own), plus ``extra_env``. Its output
     goes to ``log_path`` (else a temporary file), not a pipe nobody reads (a full pipe would stop the server); the
@@ -245,9 +308,13 @@ def spawned(
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {"PYTHONUNBUFFERED": "1"}
     env |= extra_env or {}
     root = Path(__file__).resolve().parent.parent
-    with open(log_path, "w+") if log_path else tempfile.TemporaryFile("w+") as log:
+    with contextlib.ExitStack() as stack:
+        folder = data_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-memory-")))
+        log = stack.enter_context(open(log_path, "w+") if log_path else tempfile.TemporaryFile("w+"))  # noqa: SIM115
+        command = [sys.executable, "-m", "local.server", "--port", str(port), "--backend", backend]
+        command += ["--data-dir", str(folder), "--moto-port", str(free_port())]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "local.server", "--port", str(port), "--moto-port", str(free_port())],
+            command,
             cwd=root,
             env=env,
             stdout=log,
@@ -261,7 +328,7 @@ def spawned(
                     log.seek(0)
                     raise RuntimeError(f"local server did not start:\n{log.read()[-5000:]}")
                 time.sleep(0.1)
-            yield f"http://127.0.0.1:{port}"
+            yield Spawned(f"http://127.0.0.1:{port}", proc.pid)
         finally:
             proc.terminate()
             try:
@@ -285,8 +352,17 @@ def _answers(port: int) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"), help="bind address (0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=os.environ.get("BACKEND", "embedded"),
+        help="embedded: SQLite under --data-dir, kept across restarts (default); moto: DynamoDB and S3 on moto",
+    )
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("DATA_DIR", ".data"), help="where the embedded backend keeps its data"
+    )
     parser.add_argument("--moto-port", type=int, default=int(os.environ.get("MOTO_PORT", "0")) or None)
     parser.add_argument(
         "--schedule-seconds",
@@ -296,8 +372,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     os.environ["SCHEDULE_SECONDS"] = str(args.schedule_seconds)
-    server, moto = start(args.host, args.port, args.moto_port or free_port())
-    print(f"agent memory API on http://{args.host}:{args.port}  (moto on {os.environ['AWS_ENDPOINT_URL']})")
+    # A terminated server (``kill``, a test's child process) shuts down as on Ctrl-C: the data file is closed.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    _, shutdown = start(args.host, args.port, args.backend, args.data_dir, args.moto_port)
+    where = (
+        f"moto on {os.environ['AWS_ENDPOINT_URL']}" if args.backend == "moto" else f"data in {os.environ['DATA_DIR']}"
+    )
+    print(f"agent memory API on http://{args.host}:{args.port}  ({args.backend}: {where})", flush=True)
     for route in api_routes():
         print(f"  {route.method:6} {route.path}")
     try:
@@ -305,8 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        server.shutdown()
-        moto.stop()
+        shutdown()
 
 
 def api_routes() -> list[Route]:

@@ -21,6 +21,8 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("BACKEND", "aws")  # the handlers in-process run the AWS adapters (against moto)
+    monkeypatch.delenv("DATA_DIR", raising=False)
     monkeypatch.setenv("TABLE_NAME", TABLE)
     monkeypatch.setenv("BUCKET_NAME", BUCKET)
     monkeypatch.setenv("EVENT_BUS_NAME", "default")
@@ -32,24 +34,14 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _clear_caches() -> None:
     from agent_memory.aws import reset_clients
+    from agent_memory.composition import services
     from agent_memory.config import settings
     from agent_memory.providers.summarizers import clear_api_key_cache
-    from agent_memory.service.compaction import default_compaction_service
-    from agent_memory.service.context import default_context_service
-    from agent_memory.service.memories import default_embedder, default_memory_service
-    from agent_memory.service.sessions import default_session_service
 
     reset_clients()
     settings.cache_clear()
     clear_api_key_cache()
-    for factory in (
-        default_session_service,
-        default_context_service,
-        default_compaction_service,
-        default_memory_service,
-        default_embedder,
-    ):
-        factory.cache_clear()
+    services.cache_clear()
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.composition import services
 from agent_memory.requests import AppendRequest, AppName, EventBatch, IfMatch, SessionId, UserId
-from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
@@ -22,7 +22,7 @@ def append_event(
     if_match: IfMatch = None,
 ) -> Response[str]:
     batch = isinstance(body, EventBatch)
-    outcome = default_session_service().append_events(
+    outcome = services().sessions.append_events(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,

@@ -6,8 +6,8 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import logger, metrics
+from agent_memory.composition import services
 from agent_memory.config import settings
-from agent_memory.service.compaction import default_compaction_service
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
 
@@ -15,7 +15,7 @@ settings()  # start-up check: a prompt template without {conversation_history} s
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    report = default_compaction_service().run_due(lambda: context.get_remaining_time_in_millis() / 1000)
+    report = services().compaction.run_due(lambda: context.get_remaining_time_in_millis() / 1000)
     metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=report.compacted)
     metrics.add_metric(name="CompactionFailures", unit=MetricUnit.Count, value=report.failed)
     logger.info("compaction sweep", extra=asdict(report))

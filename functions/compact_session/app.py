@@ -4,9 +4,9 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.composition import services
 from agent_memory.config import settings
 from agent_memory.requests import AppName, SessionId, UserId
-from agent_memory.service.compaction import default_compaction_service
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
 app = create_app()
@@ -14,7 +14,7 @@ app = create_app()
 
 @app.post("/apps/<app_name>/users/<user_id>/sessions/<session_id>/compact")
 def compact_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> Response[str]:
-    outcome = default_compaction_service().compact(app_name, user_id, session_id)
+    outcome = services().compaction.compact(app_name, user_id, session_id)
     metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=int(outcome.compacted))
     return json_response(200, outcome.body())
 

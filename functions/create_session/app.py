@@ -7,8 +7,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.composition import services
 from agent_memory.requests import AppName, CreateSessionRequest, UserId
-from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
@@ -18,7 +18,7 @@ def create_session(
     app_name: AppName, user_id: UserId, body: Annotated[CreateSessionRequest | None, Body()] = None
 ) -> Response[str]:
     request = body or CreateSessionRequest()
-    session, created = default_session_service().create_session(
+    session, created = services().sessions.create_session(
         app_name=app_name, user_id=user_id, session_id=request.session_id, state=request.state
     )
     metrics.add_metric(name="SessionsCreated", unit=MetricUnit.Count, value=int(created))

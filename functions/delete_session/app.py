@@ -3,15 +3,15 @@
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.requests import AppName, SessionId, UserId
-from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
 
 @app.delete("/apps/<app_name>/users/<user_id>/sessions/<session_id>")
 def delete_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> Response[str]:
-    default_session_service().delete_session(app_name, user_id, session_id)
+    services().sessions.delete_session(app_name, user_id, session_id)
     return json_response(204)
 
 

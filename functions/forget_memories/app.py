@@ -3,21 +3,21 @@
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.requests import AppName, MemoryId, UserId
-from agent_memory.service.memories import default_memory_service
 
 app = create_app()
 
 
 @app.delete("/apps/<app_name>/users/<user_id>/memories/<memory_id>")
 def forget_one(app_name: AppName, user_id: UserId, memory_id: MemoryId) -> Response[str]:
-    default_memory_service().forget(app_name, user_id, memory_id)
+    services().memories.forget(app_name, user_id, memory_id)
     return json_response(204)
 
 
 @app.delete("/apps/<app_name>/users/<user_id>/memories")
 def forget_all(app_name: AppName, user_id: UserId) -> Response[str]:
-    default_memory_service().forget_all(app_name, user_id)
+    services().memories.forget_all(app_name, user_id)
     return json_response(204)
 
 

@@ -9,9 +9,9 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.policy.context import ContextOptions
 from agent_memory.requests import AppName, Budget, ContextFormat, SessionId, UserId
-from agent_memory.service.context import default_context_service
 
 app = create_app()
 
@@ -38,7 +38,7 @@ def get_context(
         start_with_user=start_with_user,
         include_summary=include_summary,
     )
-    context = default_context_service().get_context(app_name, user_id, session_id, options)
+    context = services().context.get_context(app_name, user_id, session_id, options)
     return json_response(
         200,
         context,

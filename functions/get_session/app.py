@@ -8,8 +8,8 @@ response would pass the response cap, so a request without paging parameters may
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.requests import AfterTimestamp, AppName, EventPageLimit, NextToken, NumRecentEvents, SessionId, UserId
-from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
@@ -24,7 +24,7 @@ def get_session(
     limit: EventPageLimit = None,
     next_token: NextToken = None,
 ) -> Response[str]:
-    session = default_session_service().get_session(
+    session = services().sessions.get_session(
         app_name, user_id, session_id, num_recent_events, after_timestamp, limit, next_token
     )
     return json_response(200, session, {"ETag": f'"{session["version"]}"'})

@@ -7,8 +7,8 @@ A page holds at most ``limit`` sessions (1-100, default 20), fewer when their st
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.requests import AppName, Limit, NextToken, UserId
-from agent_memory.service.sessions import default_session_service
 
 app = create_app()
 
@@ -17,7 +17,7 @@ app = create_app()
 def list_sessions(
     app_name: AppName, user_id: UserId, limit: Limit = None, next_token: NextToken = None
 ) -> Response[str]:
-    return json_response(200, default_session_service().list_sessions(app_name, user_id, limit, next_token))
+    return json_response(200, services().sessions.list_sessions(app_name, user_id, limit, next_token))
 
 
 lambda_handler = lambda_entry(app)

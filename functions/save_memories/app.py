@@ -7,15 +7,15 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.composition import services
 from agent_memory.requests import AppName, SaveMemoriesRequest, SaveTextsRequest, UserId
-from agent_memory.service.memories import default_memory_service
 
 app = create_app()
 
 
 @app.post("/apps/<app_name>/users/<user_id>/memories")
 def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> Response[str]:
-    service = default_memory_service()
+    service = services().memories
     if isinstance(body, SaveTextsRequest):
         result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)
     else:

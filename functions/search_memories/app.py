@@ -6,15 +6,16 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.composition import services
 from agent_memory.requests import AppName, SearchQuery, SearchRequest, TopK, UserId
-from agent_memory.service.memories import DEFAULT_TOP_K, default_memory_service
+from agent_memory.service.memories import DEFAULT_TOP_K
 
 app = create_app()
 
 
 @app.get("/apps/<app_name>/users/<user_id>/memories/search")
 def search_get(app_name: AppName, user_id: UserId, query: SearchQuery, top_k: TopK = None) -> Response[str]:
-    result = default_memory_service().search(
+    result = services().memories.search(
         app_name=app_name, user_id=user_id, query=query, top_k=DEFAULT_TOP_K if top_k is None else top_k
     )
     return json_response(200, result)
@@ -22,7 +23,7 @@ def search_get(app_name: AppName, user_id: UserId, query: SearchQuery, top_k: To
 
 @app.post("/apps/<app_name>/users/<user_id>/memories/search")
 def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchRequest, Body()]) -> Response[str]:
-    result = default_memory_service().search(app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k)
+    result = services().memories.search(app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k)
     return json_response(200, result)
 
 

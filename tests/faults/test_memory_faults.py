@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from agent_memory.service.memories import default_memory_service, text_memory_id
+from agent_memory.composition import services
+from agent_memory.service.memories import text_memory_id
 from agent_memory.stores.memories import decode_part
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
@@ -282,7 +283,7 @@ def test_a_reader_repairs_a_manifest_naming_a_missing_part(api: Api, aws: dict[s
     lost = named_parts(aws)[-1]
     for v in versions(aws, lost):  # as a forget-all racing a save did before this change
         aws["s3"].delete_object(Bucket=BUCKET, Key=lost, VersionId=v["VersionId"])
-    default_memory_service.cache_clear()  # a cold container: nothing of that part cached
+    services.cache_clear()  # a cold container: nothing of that part cached
     assert sorted(texts(api, "peanuts Porto oboe stamps")) == sorted(FACTS)  # 200, not 409
     assert lost not in named_parts(aws)  # repaired for every later reader
     # Its claim still says "stored": forgetting it (idempotent, it is not there) lets the user add it again.

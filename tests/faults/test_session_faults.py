@@ -599,8 +599,9 @@ def test_a_throttled_sweep_leaves_the_session_due(
 def test_a_compaction_racing_delete_and_recreate_writes_nothing_into_the_new_session(
     api: Api, aws: dict[str, Any], small_compaction: None
 ) -> None:
-    from agent_memory.service.compaction import CompactionService, compaction_settings
-    from agent_memory.service.sessions import default_session_service
+    from agent_memory.composition import compaction_settings, services
+    from agent_memory.config import settings
+    from agent_memory.service.compaction import CompactionService
 
     api.create(session_id="s1")
     chat(api, "s1", 4)
@@ -615,7 +616,7 @@ def test_a_compaction_racing_delete_and_recreate_writes_nothing_into_the_new_ses
             assert api.create(session_id="s1").status == 201
             return "summary of the deleted conversation"
 
-    service = CompactionService(default_session_service().store, RacingSummarizer(), compaction_settings())
+    service = CompactionService(services().session_store, RacingSummarizer(), compaction_settings(settings()))
     from agent_memory.errors import SessionNotFound
 
     with pytest.raises(SessionNotFound):

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field, field_validator
 
 
 class Settings(BaseModel):
+    backend: str = Field(default="aws", description="aws | embedded (make run, one machine) | memory (unit tests)")
+    data_dir: str = Field(default=".data", description="where the embedded backend keeps its SQLite file (DATA_DIR)")
     table_name: str = Field(default="agent-memory", description="DynamoDB table (TABLE_NAME)")
     bucket_name: str = Field(default="agent-memory-context", description="S3 context bucket (BUCKET_NAME)")
     event_bus_name: str = Field(default="default", description="EventBridge bus for SessionCreated (EVENT_BUS_NAME)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
@@ -176,34 +175,3 @@ class CompactionService:
                 report.failures.append(f"{key.app_name}/{key.user_id}/{key.session_id}: {exc}")
                 logger.exception("compaction failed; the session stays due", extra={"session": key.session_id})
         return report
-
-
-@functools.cache
-def default_compaction_service() -> CompactionService:
-    from ..config import settings
-    from ..providers.summarizers import build_summarizer
-    from .sessions import default_session_service
-
-    cfg = settings()
-    summarizer = build_summarizer(
-        cfg.summarizer,
-        model=cfg.summarizer_model,
-        endpoint=cfg.summarizer_endpoint,
-        api_key_parameter=cfg.summarizer_api_key_parameter,
-        api_key_secret=cfg.summarizer_api_key_secret,
-        prompt_template=cfg.summarizer_prompt_template,
-        max_chars=cfg.summary_max_chars,
-    )
-    return CompactionService(default_session_service().store, summarizer, compaction_settings())
-
-
-def compaction_settings() -> CompactionSettings:
-    from ..config import settings
-
-    cfg = settings()
-    return CompactionSettings(
-        compaction_interval=cfg.compaction_interval,
-        overlap_size=cfg.overlap_size,
-        token_threshold=cfg.token_threshold,
-        event_retention_size=cfg.event_retention_size,
-    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -58,10 +57,3 @@ def _reads_as_messages(event: dict[str, Any]) -> bool:
         logger.warning("context: stored event left out", extra={"event_id": str(event.get("id"))[:200]})
         return False
     return True
-
-
-@functools.cache
-def default_context_service() -> ContextService:
-    from .sessions import default_session_service
-
-    return ContextService(default_session_service().store)

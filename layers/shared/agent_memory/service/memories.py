@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import math
@@ -299,46 +298,3 @@ class MemoryService:
         self._claims.commit_events(app_name, user_id)  # no forgotten event comes back through a stale claim
         self._memories.forget_all(app_name, user_id)
         self._claims.release_texts(app_name, user_id)
-
-
-@functools.cache
-def default_memory_service() -> MemoryService:
-    """Wired to DynamoDB (sessions, claims), S3 (memories) and the configured embedder."""
-    from ..aws import client
-    from ..config import settings
-    from ..search.index import Doc, SearchIndex
-    from ..stores.claims import DynamoClaimStore
-    from ..stores.memories import S3MemoryStore
-    from .sessions import default_session_service
-
-    cfg = settings()
-    embedder = default_embedder()
-
-    def build(records: list[MemoryRecord]) -> SearchIndex:
-        return SearchIndex.build(
-            [Doc(id=r.id, text=f"{r.author}: {r.text}", context=r.context) for r in records], embedder
-        )
-
-    memories = S3MemoryStore(lambda: client("s3"), cfg.bucket_name, build, SearchIndex.from_bytes, SearchIndex.combine)
-    return MemoryService(
-        default_session_service().store,
-        memories,
-        DynamoClaimStore(client("dynamodb"), cfg.table_name),
-        lambda index, query, k: index.search(query, k, embedder=embedder),
-        default_policy=cfg.autosave_policy_value(),
-    )
-
-
-@functools.cache
-def default_embedder() -> Any:
-    from ..config import settings
-    from ..providers.embedders import build_embedder
-
-    cfg = settings()
-    return build_embedder(
-        cfg.embedder,
-        model=cfg.embedder_model,
-        endpoint=cfg.embedder_endpoint,
-        api_key_parameter=cfg.embedder_api_key_parameter,
-        api_key_secret=cfg.embedder_api_key_secret,
-    )

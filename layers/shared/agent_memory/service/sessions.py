@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -360,23 +359,3 @@ def _too_large_marker(event: dict[str, Any], size: int) -> dict[str, Any]:
         "error_message": f"the event takes {size} bytes, more than a response can carry ({RESPONSE_CAP})",
         "seq": event.get("seq"),
     }
-
-
-@functools.cache
-def default_session_service() -> SessionService:
-    """The service wired to DynamoDB, S3 and EventBridge from the environment (cached per container)."""
-    from ..aws import client
-    from ..config import settings
-    from ..stores.dynamo import DynamoSessionStore
-    from ..stores.eventbridge import EventBridgePublisher
-    from ..stores.s3 import S3BlobStore
-
-    cfg = settings()
-    store = DynamoSessionStore(
-        client("dynamodb"),
-        cfg.table_name,
-        S3BlobStore(lambda: client("s3"), cfg.bucket_name),
-        offload_bytes=cfg.offload_bytes,
-        retention_days=cfg.retention_days,
-    )
-    return SessionService(store, EventBridgePublisher(lambda: client("events"), cfg.event_bus_name))

@@ -93,6 +93,15 @@ class EventQuery:
     verbatim: bool = False
 
 
+@dataclass(frozen=True)
+class Change:
+    """A new event, as the store's change feed (the DynamoDB stream, the SQLite outbox) reports it."""
+
+    key: SessionKey
+    event: dict[str, Any]
+    sequence: str  # the feed record's id: what a partial batch failure names
+
+
 class SessionStore(Protocol):
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
         """Store a new session with its initial state (``delta``) unless one exists; return it and whether
@@ -145,6 +154,10 @@ class SessionStore(Protocol):
         watermark is still ``expected_end_seq``; None when another compaction moved it first. With
         ``incarnation`` (the one of the record the compaction read), SessionNotFound when the session was
         deleted meanwhile, even if it was re-created under the same id."""
+        ...
+
+    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
+        """The new events among a batch of change-feed records (others skipped), in record order."""
         ...
 
     def list_due(self, limit: int) -> list[SessionKey]:

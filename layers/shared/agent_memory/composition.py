@@ -1,0 +1,249 @@
+"""The composition root: which adapter backs each port, and every service built from them, in one place.
+
+Three backends, chosen by the ``BACKEND`` setting:
+
+- ``aws`` (the deployed functions): DynamoDB for sessions, events, state, claims and the due index; S3 for
+  offloaded payloads and long-term memory; EventBridge for domain events.
+- ``embedded`` (``make run``, a single machine): one SQLite file for sessions, events, state, claims, the due
+  index, the change feed and long-term memory, under ``DATA_DIR``; domain events go to the log.
+- ``memory`` (unit tests): the in-memory adapters of ``stores/inmemory.py``.
+
+Handlers call ``services()``, cached per process (per Lambda container). Each part is built on first use, so a
+function that never searches never loads the embedder, and one that only reads sessions never builds an S3
+client. The services themselves (``service/``) name no adapter: they get ports.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .config import Settings, settings
+from .policy.compaction import CompactionSettings
+from .service.compaction import CompactionService
+from .service.context import ContextService
+from .service.memories import MemoryService
+from .service.sessions import SessionService
+from .stores.ports import ClaimStore, EventPublisher, MemoryRecord, MemoryStore, SessionStore
+
+T = TypeVar("T")
+BACKENDS = ("aws", "embedded", "memory")
+DATABASE_FILE = "agent-memory.sqlite3"
+
+
+class Services:
+    """The adapters and services of one backend; each built once, on first use (thread-safe)."""
+
+    def __init__(self, cfg: Settings, backend: str | None = None) -> None:
+        self.settings = cfg
+        self.backend = backend or cfg.backend
+        if self.backend not in BACKENDS:
+            raise ValueError(f"BACKEND must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+        self._built: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = build()
+            return self._built[name]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close what holds a file open (the embedded database); the services are not to be used afterwards."""
+        with self._lock:
+            database = self._built.pop("database", None)
+            store = self._built.get("memory_store")
+        for closable in (store, database):
+            close = getattr(closable, "close", None)
+            if close is not None:
+                close()
+
+    # --- adapters -------------------------------------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.settings.data_dir)
+
+    def _database(self) -> Any:
+        def build() -> Any:
+            from .stores.sqlite import SqliteDatabase
+
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            return SqliteDatabase(self.data_dir / DATABASE_FILE)
+
+        return self._once("database", build)
+
+    @property
+    def session_store(self) -> SessionStore:
+        def build() -> SessionStore:
+            cfg = self.settings
+            if self.backend == "aws":
+                from .aws import client
+                from .stores.dynamo import DynamoSessionStore
+                from .stores.s3 import S3BlobStore
+
+                return DynamoSessionStore(
+                    client("dynamodb"),
+                    cfg.table_name,
+                    S3BlobStore(lambda: client("s3"), cfg.bucket_name),
+                    offload_bytes=cfg.offload_bytes,
+                    retention_days=cfg.retention_days,
+                )
+            if self.backend == "embedded":
+                from .stores.sqlite import SqliteSessionStore
+
+                return SqliteSessionStore(self._database())
+            from .stores.inmemory import InMemorySessionStore
+
+            return InMemorySessionStore()
+
+        return self._once("session_store", build)
+
+    @property
+    def publisher(self) -> EventPublisher:
+        def build() -> EventPublisher:
+            if self.backend == "aws":
+                from .aws import client
+                from .stores.eventbridge import EventBridgePublisher
+
+                return EventBridgePublisher(lambda: client("events"), self.settings.event_bus_name)
+            if self.backend == "embedded":
+                from .stores.eventbridge import LogPublisher
+
+                return LogPublisher()
+            from .stores.inmemory import InMemoryPublisher
+
+            return InMemoryPublisher()
+
+        return self._once("publisher", build)
+
+    @property
+    def claim_store(self) -> ClaimStore:
+        def build() -> ClaimStore:
+            if self.backend == "aws":
+                from .aws import client
+                from .stores.claims import DynamoClaimStore
+
+                return DynamoClaimStore(client("dynamodb"), self.settings.table_name)
+            if self.backend == "embedded":
+                from .stores.sqlite import SqliteClaimStore
+
+                return SqliteClaimStore(self._database())
+            from .stores.inmemory import InMemoryClaimStore
+
+            return InMemoryClaimStore()
+
+        return self._once("claim_store", build)
+
+    @property
+    def embedder(self) -> Any:
+        def build() -> Any:
+            from .providers.embedders import build_embedder
+
+            cfg = self.settings
+            return build_embedder(
+                cfg.embedder,
+                model=cfg.embedder_model,
+                endpoint=cfg.embedder_endpoint,
+                api_key_parameter=cfg.embedder_api_key_parameter,
+                api_key_secret=cfg.embedder_api_key_secret,
+            )
+
+        return self._once("embedder", build)
+
+    def build_index(self, records: list[MemoryRecord]) -> Any:
+        """The search index of ``records`` (what each memory store keeps beside them)."""
+        from .search.index import Doc, SearchIndex
+
+        docs = [Doc(id=r.id, text=f"{r.author}: {r.text}", context=r.context) for r in records]
+        return SearchIndex.build(docs, self.embedder)
+
+    @property
+    def memory_store(self) -> MemoryStore:
+        def build() -> MemoryStore:
+            from .search.index import SearchIndex
+
+            if self.backend == "aws":
+                from .aws import client
+                from .stores.memories import S3MemoryStore
+
+                return S3MemoryStore(
+                    lambda: client("s3"),
+                    self.settings.bucket_name,
+                    self.build_index,
+                    SearchIndex.from_bytes,
+                    SearchIndex.combine,
+                )
+            if self.backend == "embedded":
+                from .stores.sqlite_memories import SqliteMemoryStore
+
+                self._database()  # the file and its folder exist
+                return SqliteMemoryStore(
+                    self.data_dir / DATABASE_FILE, self.build_index, SearchIndex.from_bytes, SearchIndex.combine
+                )
+            from .stores.inmemory import InMemoryMemoryStore
+
+            return InMemoryMemoryStore(self.build_index, SearchIndex.combine)
+
+        return self._once("memory_store", build)
+
+    # --- services -------------------------------------------------------------------------------------------
+
+    @property
+    def sessions(self) -> SessionService:
+        return self._once("sessions", lambda: SessionService(self.session_store, self.publisher))
+
+    @property
+    def context(self) -> ContextService:
+        return self._once("context", lambda: ContextService(self.session_store))
+
+    @property
+    def compaction(self) -> CompactionService:
+        def build() -> CompactionService:
+            from .providers.summarizers import build_summarizer
+
+            cfg = self.settings
+            summarizer = build_summarizer(
+                cfg.summarizer,
+                model=cfg.summarizer_model,
+                endpoint=cfg.summarizer_endpoint,
+                api_key_parameter=cfg.summarizer_api_key_parameter,
+                api_key_secret=cfg.summarizer_api_key_secret,
+                prompt_template=cfg.summarizer_prompt_template,
+                max_chars=cfg.summary_max_chars,
+            )
+            return CompactionService(self.session_store, summarizer, compaction_settings(cfg))
+
+        return self._once("compaction", build)
+
+    @property
+    def memories(self) -> MemoryService:
+        def build() -> MemoryService:
+            embedder = self.embedder
+            return MemoryService(
+                self.session_store,
+                self.memory_store,
+                self.claim_store,
+                lambda index, query, k: index.search(query, k, embedder=embedder),
+                default_policy=self.settings.autosave_policy_value(),
+            )
+
+        return self._once("memories", build)
+
+
+def compaction_settings(cfg: Settings) -> CompactionSettings:
+    return CompactionSettings(
+        compaction_interval=cfg.compaction_interval,
+        overlap_size=cfg.overlap_size,
+        token_threshold=cfg.token_threshold,
+        event_retention_size=cfg.event_retention_size,
+    )
+
+
+@functools.cache
+def services() -> Services:
+    """The process's services, built from the environment's settings (one per Lambda container)."""
+    return Services(settings())
