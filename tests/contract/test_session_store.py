@@ -265,6 +265,9 @@ def test_a_compaction_of_the_live_incarnation_lands(store: SessionStore) -> None
     assert got is not None and got.summary_event_id == "c1" and got.summary_end_seq == 1
 
 
+# --- paged reads ------------------------------------------------------------------------------------------------
+
+
 def ten_events(store: SessionStore, stamps: list[float] | None = None, text: str = "hi") -> None:
     store.create_session(record(), ScopedDelta())
     stamps = stamps or [1001.0 + i for i in range(10)]
@@ -337,6 +340,9 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
     counter.reset()
     assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=140, limit=2))] == [11, 12]
     assert counter.items_read <= 140 + 3 and counter.count("s3", "GetObject") == 2
+
+
+# --- racing writers -------------------------------------------------------------------------------------------
 
 
 def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
