@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memories import S3MemoryStore, encode_part
+from agent_memory.stores.sqlite_memories import SqliteMemoryStore
 from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore
 from tests.conftest import BUCKET, TABLE
 
@@ -40,13 +42,21 @@ def build(records: list[MemoryRecord]) -> SearchIndex:
     return SearchIndex.build([Doc(id=r.id, text=r.text, context=r.context) for r in records], None)
 
 
-@pytest.fixture(params=["memory", "s3"])
-def memories(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+@pytest.fixture(params=["memory", "s3", "sqlite"])
+def memories(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     if request.param == "memory":
         yield InMemoryMemoryStore(build, SearchIndex.combine)
+    elif request.param == "sqlite":
+        store = sqlite_store(tmp_path / "memory.db")
+        yield store
+        store.close()
     else:
         aws: dict[str, Any] = request.getfixturevalue("aws")
         yield S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+
+
+def sqlite_store(path: Path, **options: Any) -> SqliteMemoryStore:
+    return SqliteMemoryStore(path, build, SearchIndex.from_bytes, SearchIndex.combine, **options)
 
 
 def record(i: int, text: str | None = None) -> MemoryRecord:
