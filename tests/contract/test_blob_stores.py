@@ -234,8 +234,9 @@ def test_the_file_store_refuses_an_object_where_a_folder_is(tmp_path: Path) -> N
     with pytest.raises(ValueError):
         store.put("a/b", b"2")
     with pytest.raises(ValueError):
-        store.put("a/b/c/d", b"3")
+        store.put("a/b/c/d", b"3", staged=True)
     assert store.get("a/b/c") == b"1"
+    assert not store.is_staged("a/b") and store.expire_staged(0) == 0  # no marker left of the refused puts
 
 
 def test_concurrent_puts_of_one_key_leave_one_whole_value(tmp_path: Path) -> None:

@@ -88,6 +88,9 @@ class FileBlobStore:
                 _unlink(marker)
             self._write(target, data)
         except (IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
+            if staged:
+                with contextlib.suppress(OSError):
+                    marker.unlink()
             raise ValueError(f"blob key {key!r} clashes with an object or a folder of objects: {exc}") from exc
         except OSError as exc:
             raise _unavailable(exc) from exc
@@ -168,7 +171,7 @@ class FileBlobStore:
                 target = self._path(self._objects, key)
                 try:
                     written = target.stat().st_mtime
-                except FileNotFoundError:
+                except (FileNotFoundError, NotADirectoryError):
                     written = marker.stat().st_mtime  # a put that died between the marker and the data
                 if written < cutoff and self.is_staged(key):
                     _unlink(target)
