@@ -1,17 +1,23 @@
-"""One contract per long-term memory port, run against the AWS adapter (moto) and the in-memory one."""
+"""One contract per long-term memory port, run against the AWS adapter (moto), the embedded one (SQLite) and the
+in-memory one."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_memory.errors import ServiceUnavailable
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memories import S3MemoryStore, encode_part
-from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore
+from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore, NotStored
+from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
 from tests.conftest import BUCKET, TABLE
 
 
@@ -40,13 +46,21 @@ def build(records: list[MemoryRecord]) -> SearchIndex:
     return SearchIndex.build([Doc(id=r.id, text=r.text, context=r.context) for r in records], None)
 
 
-@pytest.fixture(params=["memory", "s3"])
-def memories(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+@pytest.fixture(params=["memory", "s3", "sqlite"])
+def memories(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     if request.param == "memory":
         yield InMemoryMemoryStore(build, SearchIndex.combine)
+    elif request.param == "sqlite":
+        store = sqlite_store(tmp_path / "memory.db")
+        yield store
+        store.close()
     else:
         aws: dict[str, Any] = request.getfixturevalue("aws")
         yield S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+
+
+def sqlite_store(path: Path, **options: Any) -> SqliteMemoryStore:
+    return SqliteMemoryStore(path, build, SearchIndex.from_bytes, SearchIndex.combine, **options)
 
 
 def record(i: int, text: str | None = None) -> MemoryRecord:
@@ -189,3 +203,192 @@ def test_the_s3_store_deletes_orphans_past_their_grace(aws: dict[str, Any]) -> N
     patient.forget("app", "alice", ["m9"])
     assert orphan not in {v["Key"] for v in s3_versions(aws)}
     assert set(patient.view("app", "alice").records) == {"m1"}
+
+
+# --- the SQLite store ----------------------------------------------------------------------------------------
+
+
+def test_a_forgotten_memorys_words_are_not_found(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [record(1, "flew to Zanzibar in May"), record(2, "plays the cello")])
+    memories.forget("app", "alice", ["m1"])
+    view = memories.view("app", "alice")
+    assert view.index.search("zanzibar", 5) == []
+    assert [i for i, _ in view.index.search("cello", 5)] == ["m2"]
+
+
+def test_the_sqlite_store_keeps_everything_across_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    first = sqlite_store(path)
+    first.add("app", "alice", [record(i, f"fact {i} about tea") for i in range(5)])
+    first.add("app", "bob", [record(9, "bob likes chess")])
+    first.forget("app", "alice", ["m2"])
+    first.add("app", "carol", [record(7)])
+    first.forget_all("app", "carol")
+    first.close()
+    reopened = sqlite_store(path)
+    view = reopened.view("app", "alice")
+    assert set(view.records) == {"m0", "m1", "m3", "m4"}
+    assert view.records["m3"].text == "fact 3 about tea"
+    assert {i for i, _ in view.index.search("tea", 10)} == {"m0", "m1", "m3", "m4"}
+    assert set(reopened.view("app", "bob").records) == {"m9"}
+    assert reopened.view("app", "carol").records == {}
+    assert reopened.add("app", "alice", [record(2), record(3)]) == ["m2"]  # forgotten: stored again if saved again
+
+
+def file_bytes(path: Path) -> bytes:
+    """The database file and its write-ahead log, as on disk."""
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def test_the_sqlite_store_scrubs_forgotten_text_from_context_index_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    store = sqlite_store(path)
+    secret = MemoryRecord(id="m1", text="my PIN is quokka4412", author="user", timestamp=1.0)
+    quoting = MemoryRecord(
+        id="m2", text="went hiking", author="user", timestamp=2.0, context="user: my PIN is quokka4412"
+    )
+    store.add("app", "alice", [secret])
+    store.add("app", "alice", [quoting, record(3, "likes tea")])
+    assert b"quokka4412" in file_bytes(path)
+    store.forget("app", "alice", ["m1"])
+    view = store.view("app", "alice")
+    assert set(view.records) == {"m2", "m3"} and view.records["m2"].context == ""
+    assert view.index.search("quokka4412", 5) == []  # neither its own text nor the context quoting it
+    assert [i for i, _ in view.index.search("hiking", 5)] == ["m2"]
+    assert b"quokka4412" not in file_bytes(path)  # zeroed pages, log truncated: not in the file either
+    store.add("app", "alice", [record(4, "my second secret is wombat77")])
+    store.forget_all("app", "alice")
+    assert b"wombat77" not in file_bytes(path) and b"hiking" not in file_bytes(path)
+    assert sqlite_store(path).view("app", "alice").records == {}
+
+
+def part_count(path: Path, user: str = "alice") -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM memory_parts WHERE user = ?", (user,)).fetchone()[0])
+
+
+def test_many_adds_keep_parts_bounded_and_everything_searchable(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    store = sqlite_store(path)
+    most = 0
+    for i in range(50):
+        assert store.add("app", "alice", [record(i, f"fact {i} about tea")]) == [f"m{i}"]
+        most = max(most, part_count(path))
+    assert most <= MAX_PARTS
+    assert part_count(path) == bin(50).count("1")  # a binary counter: one part per bit of the count
+    for view in (store.view("app", "alice"), sqlite_store(path).view("app", "alice")):
+        assert len(view.records) == 50
+        assert {i for i, _ in view.index.search("tea", 100)} == {f"m{i}" for i in range(50)}
+        assert [i for i, _ in view.index.search("fact 37", 1)] == ["m37"]
+    store.forget("app", "alice", [f"m{i}" for i in range(0, 50, 2)])
+    assert part_count(path) <= MAX_PARTS
+    assert {i for i, _ in store.view("app", "alice").index.search("tea", 100)} == {f"m{i}" for i in range(1, 50, 2)}
+
+
+def test_concurrent_adds_store_every_record_once(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    stores = [sqlite_store(path), sqlite_store(path)]  # two stores: as two processes on one file would
+    returned: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def save(n: int) -> None:
+        try:
+            # Overlapping batches: record n*5 .. n*5+9, so each record is offered by two threads.
+            ids = stores[n % 2].add(
+                "app", "alice", [record(i, f"fact {i} about tea") for i in range(n * 5, n * 5 + 10)]
+            )
+            returned.append(ids)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    flat = [i for ids in returned for i in ids]
+    assert sorted(flat) == sorted({f"m{i}" for i in range(45)})  # each stored by exactly one thread
+    for store in stores:
+        view = store.view("app", "alice")
+        assert len(view.records) == 45
+        assert sorted(i for i, _ in view.index.search("tea", 100)) == sorted(view.records)  # no duplicate
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM memory_ids").fetchone()[0] == 45
+
+
+def test_a_slow_embedder_holds_no_write_lock(tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_build(records: list[MemoryRecord]) -> SearchIndex:
+        if any(r.id == "slow" for r in records):
+            entered.set()
+            release.wait(10)
+        return build(records)
+
+    store = SqliteMemoryStore(tmp_path / "memory.db", slow_build, SearchIndex.from_bytes, SearchIndex.combine)
+    store.add("app", "alice", [record(1, "likes tea")])
+    slow = threading.Thread(target=store.add, args=("app", "alice", [MemoryRecord("slow", "slow fact", "user", 1.0)]))
+    slow.start()
+    assert entered.wait(10)
+    try:  # while the embedder works, other writes go through (with a lock held they would wait for it)
+        fast = sqlite_store(tmp_path / "memory.db", busy_timeout_s=0.2)
+        assert fast.add("app", "alice", [record(2, "plays chess")]) == ["m2"]
+        fast.forget("app", "alice", ["m1"])
+        fast.forget_all("app", "bob")
+    finally:
+        release.set()
+        slow.join()
+    assert set(store.view("app", "alice").records) == {"m2", "slow"}
+
+
+def test_records_a_racing_save_stored_meanwhile_are_not_stored_twice(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def racing_build(records: list[MemoryRecord]) -> SearchIndex:
+        calls.append([r.id for r in records])
+        if len(calls) == 1:  # another save lands m2 while this one indexes
+            other = sqlite_store(tmp_path / "memory.db")
+            assert other.add("app", "alice", [record(2, "the other save's m2")]) == ["m2"]
+        return build(records)
+
+    store = SqliteMemoryStore(tmp_path / "memory.db", racing_build, SearchIndex.from_bytes, SearchIndex.combine)
+    assert store.add("app", "alice", [record(1), record(2), record(3)]) == ["m1", "m3"]
+    assert calls == [["m1", "m2", "m3"], ["m1", "m3"]]  # indexed again for the rest
+    view = store.view("app", "alice")
+    assert view.records["m2"].text == "the other save's m2"
+    assert sorted(i for i, _ in view.index.search("fact", 10)) == ["m1", "m3"]
+
+
+def test_a_busy_database_answers_service_unavailable_and_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    store = sqlite_store(path, busy_timeout_s=0.05)
+    store.add("app", "alice", [record(1, "likes tea")])
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process writing, for longer than the busy timeout
+    try:
+        with pytest.raises(NotStored) as failed:
+            store.add("app", "alice", [record(2, "plays chess")])
+        assert isinstance(failed.value.cause, ServiceUnavailable)
+        with pytest.raises(ServiceUnavailable):
+            store.forget("app", "alice", ["m1"])
+        with pytest.raises(ServiceUnavailable):
+            store.forget_all("app", "alice")
+        assert set(store.view("app", "alice").records) == {"m1"}  # reads go on (WAL)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    reopened = sqlite_store(path)
+    assert set(reopened.view("app", "alice").records) == {"m1"}
+    assert reopened.add("app", "alice", [record(2, "plays chess")]) == ["m2"]  # the retry stores it
+
+
+def test_a_failing_embedder_stores_nothing(tmp_path: Path) -> None:
+    def broken(records: list[MemoryRecord]) -> SearchIndex:
+        raise RuntimeError("embedder down")
+
+    store = SqliteMemoryStore(tmp_path / "memory.db", broken, SearchIndex.from_bytes, SearchIndex.combine)
+    with pytest.raises(NotStored) as failed:
+        store.add("app", "alice", [record(1)])
+    assert isinstance(failed.value.cause, RuntimeError)
+    assert sqlite_store(tmp_path / "memory.db").view("app", "alice").records == {}

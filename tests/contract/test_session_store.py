@@ -13,8 +13,8 @@ from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotF
 from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.dynamo import DynamoSessionStore
-from agent_memory.stores.inmemory import InMemoryBlobStore, InMemorySessionStore
-from agent_memory.stores.ports import BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
+from agent_memory.stores.inmemory import InMemorySessionStore
+from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from tests.conftest import BUCKET, TABLE, RequestCounter
 
@@ -265,15 +265,6 @@ def test_a_compaction_of_the_live_incarnation_lands(store: SessionStore) -> None
     assert got is not None and got.summary_event_id == "c1" and got.summary_end_seq == 1
 
 
-def test_in_memory_blob_store_deletes_by_prefix() -> None:
-    blobs = InMemoryBlobStore()
-    blobs.put("a/1", b"1")
-    blobs.put("a/2", b"2")
-    blobs.put("b/1", b"3")
-    assert blobs.delete_prefix("a/") == 2
-    assert list(blobs.objects) == ["b/1"]
-
-
 # --- paged reads ------------------------------------------------------------------------------------------------
 
 
@@ -349,18 +340,6 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
     counter.reset()
     assert [e["seq"] for e in store.read_events(KEY, EventQuery(num_recent=140, limit=2))] == [11, 12]
     assert counter.items_read <= 140 + 3 and counter.count("s3", "GetObject") == 2
-
-
-def test_in_memory_blob_store_keeps_a_prefix_and_tracks_staged_objects() -> None:
-    blobs = InMemoryBlobStore()
-    blobs.put("a/old/1", b"1", staged=True)
-    blobs.put("a/new/1", b"2", staged=True)
-    blobs.confirm("a/new/1")
-    assert blobs.staged == {"a/old/1"}
-    assert blobs.delete_prefix("a/", keep_prefix="a/new/") == 1
-    assert list(blobs.objects) == ["a/new/1"] and blobs.staged == set()
-    with pytest.raises(BlobMissing):
-        blobs.get("a/old/1")
 
 
 # --- racing writers -------------------------------------------------------------------------------------------

@@ -1,0 +1,490 @@
+"""Long-term memory storage in SQLite: the embedded backend's MemoryStore (one file, WAL, stdlib ``sqlite3``).
+
+Tables (prefixed ``memory_`` so that the file can also hold the session store's):
+
+- ``memory_parts``  immutable parts of a user's memory: records (JSON) and the ``SearchIndex`` built for just
+  them (``to_bytes``); ``part_id`` is AUTOINCREMENT, never reused, so a process may cache a part by its id;
+- ``memory_ids``  which part holds each memory id (the held-id check of ``add``, the parts ``forget`` rewrites);
+- ``memory_users``  a per-user ``generation``, bumped in the same transaction as any change of the user's
+  parts. The row is never deleted (forget-all bumps it too), so a generation names one state for good.
+
+What each operation does:
+
+- **add** keeps the records whose ids are not held, builds their index *outside* any transaction (the embedder
+  may be slow), then in one ``BEGIN IMMEDIATE`` transaction checks the ids again, writes one new part and bumps
+  the generation. Ids that became held meanwhile (a racing save) make it rebuild for the rest and try again. A
+  user's parts are merged like a binary counter (a part no bigger than the newer one after it is merged with
+  it) and never number more than ``MAX_PARTS``: O(log n) parts, each record rewritten O(log n) times. Merging
+  combines stored indexes (array concatenation), never calls the embedder.
+- **forget** rewrites the parts holding the ids (or holding memories whose context quoted a forgotten text: that
+  text is cut from their context and they are re-indexed, as ``S3MemoryStore`` does) into one part without
+  them, if the generation is still the one it read. ``secure_delete`` zeroes the freed pages and a WAL
+  checkpoint follows, so the text leaves the file rather than lingering in free pages or the log.
+- **forget_all** deletes the user's parts and ids and bumps the generation; a save that built its index before
+  lands after it and starts afresh.
+- **view** asks for the user's generation (one indexed SELECT); when a cached view has it, that view is the
+  answer. Otherwise only the parts not cached yet are read and decoded, and the view is recombined.
+
+The database busy beyond ``busy_timeout_s`` (another process writing) and disk errors answer
+``ServiceUnavailable``; ``add`` raises ``NotStored`` when nothing of it landed (its transaction rolled back).
+Writers in one process queue on a lock rather than on SQLite's sleeping busy handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import aws
+from ..errors import ServiceUnavailable
+from .ports import IndexedRecords, MemoryRecord, NotStored
+
+logger = logging.getLogger(__name__)
+
+MAX_PARTS = 8
+MAX_CACHED_VIEWS = 64
+_IN_CHUNK = 500  # ids per ``IN (…)`` (SQLite allows 32766 parameters; smaller statements stay cheap)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_users (
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    PRIMARY KEY (app, user)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_parts (
+    part_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    records TEXT NOT NULL,
+    index_blob BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_parts_by_user ON memory_parts (app, user, part_id);
+CREATE TABLE IF NOT EXISTS memory_ids (
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    part_id INTEGER NOT NULL,
+    PRIMARY KEY (app, user, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memory_ids_by_part ON memory_ids (part_id);
+"""
+
+
+@dataclass
+class _View:
+    """A user's memory as of ``generation``: its parts by id (oldest first) and their combination."""
+
+    generation: int
+    parts: dict[int, IndexedRecords]
+    combined: IndexedRecords
+
+
+class _Changed(Exception):
+    """The user's memory changed between the read and the write transaction: read again."""
+
+
+class SqliteMemoryStore:
+    """Every user's records and indexes in the SQLite file at ``path``. ``build_index``, ``load_index`` and
+    ``combine`` adapt ``search.index`` (as for ``S3MemoryStore``). Safe for the threads of one process and for
+    several processes on one file."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        build_index: Callable[[list[MemoryRecord]], Any],
+        load_index: Callable[[bytes], Any],
+        combine: Callable[[list[Any]], Any],
+        *,
+        busy_timeout_s: float = 5.0,
+        write_budget_s: float | None = None,
+    ) -> None:
+        self._path = str(path)
+        self._build_index = build_index
+        self._load_index = load_index
+        self._combine = combine
+        self._busy_timeout_s = busy_timeout_s
+        self._budget_s = aws.WRITE_BUDGET_S if write_budget_s is None else write_budget_s
+        self._pool: list[sqlite3.Connection] = []  # idle connections (a server's threads come and go)
+        self._pool_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # this process's writers queue here, not in SQLite's busy handler
+        self._cache_lock = threading.Lock()
+        self._views: OrderedDict[tuple[str, str], _View] = OrderedDict()
+        # Parts this process wrote lately, so that the next view need not read and decode them again.
+        self._written: OrderedDict[int, IndexedRecords] = OrderedDict()
+        with self._connection() as db, _unavailable_on_error("could not open the memory database"):
+            db.executescript(SCHEMA)
+
+    # --- connections ------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._pool_lock:
+            db = self._pool.pop() if self._pool else None
+        if db is None:
+            db = self._connect()
+        try:
+            yield db
+        finally:
+            if db.in_transaction:  # an error inside a transaction: leave nothing half done on a pooled one
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            with self._pool_lock:
+                self._pool.append(db)
+
+    def _connect(self) -> sqlite3.Connection:
+        with _unavailable_on_error("could not open the memory database"):
+            db = sqlite3.connect(
+                self._path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA secure_delete=ON")  # freed pages are zeroed: forgotten text leaves the file
+        return db
+
+    def close(self) -> None:
+        """Close the idle connections (those in use close when their call returns them, if ever)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, []
+        for db in pool:
+            db.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed when the block ends, rolled back on an error."""
+        with self._write_lock, self._connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                if db.in_transaction:  # (SQLite rolls back by itself after some errors, a full disk say)
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _checkpoint(self) -> None:
+        """Copy the log into the file and empty it, so that overwritten pages of forgotten text go from the log
+        too (best effort: a reader holding an old snapshot makes SQLite leave it for a later checkpoint)."""
+        try:
+            with self._connection() as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            logger.warning("memory database checkpoint left for later", extra={"error": repr(exc)})
+
+    # --- reads ------------------------------------------------------------------------------------------------
+
+    def view(self, app_name: str, user_id: str) -> IndexedRecords:
+        """Every record of the user with their combined index (None when there are none); cached by the user's
+        generation, so a warm view costs one small SELECT."""
+        with _unavailable_on_error("the memory database is busy or failing"):
+            return self._state(app_name, user_id).combined
+
+    def _state(self, app_name: str, user_id: str) -> _View:
+        key = (app_name, user_id)
+        with self._cache_lock:
+            cached = self._views.get(key)
+        with self._connection() as db:
+            generation = _generation(db, app_name, user_id)
+            if cached is not None and cached.generation == generation:
+                with self._cache_lock:
+                    self._views.move_to_end(key)
+                return cached
+            # One read transaction: the generation and the parts it names are one snapshot (WAL readers see a
+            # consistent state while writers go on).
+            db.execute("BEGIN")
+            try:
+                generation = _generation(db, app_name, user_id)
+                ids = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT part_id FROM memory_parts WHERE app = ? AND user = ? ORDER BY part_id",
+                        (app_name, user_id),
+                    )
+                ]
+                known = self._known(cached)
+                wanted = [i for i in ids if i not in known]
+                loaded = self._read_parts(db, wanted)
+            finally:
+                db.execute("COMMIT")
+        parts = {i: known[i] if i in known else loaded[i] for i in ids}
+        view = _View(generation, parts, _combined(list(parts.values()), self._combine))
+        with self._cache_lock:
+            current = self._views.get(key)
+            if current is None or current.generation <= generation:
+                self._views[key] = view
+                self._views.move_to_end(key)
+                while len(self._views) > MAX_CACHED_VIEWS:
+                    self._views.popitem(last=False)
+        return view
+
+    def _read_parts(self, db: sqlite3.Connection, part_ids: list[int]) -> dict[int, IndexedRecords]:
+        parts: dict[int, IndexedRecords] = {}
+        for start in range(0, len(part_ids), _IN_CHUNK):
+            chunk = part_ids[start : start + _IN_CHUNK]
+            for part_id, records, blob in db.execute(
+                f"SELECT part_id, records, index_blob FROM memory_parts WHERE part_id IN ({_marks(chunk)})", chunk
+            ):
+                decoded = [MemoryRecord.from_json(r) for r in json.loads(records)]
+                parts[part_id] = IndexedRecords({r.id: r for r in decoded}, self._load_index(bytes(blob)))
+        return parts
+
+    # --- writes -----------------------------------------------------------------------------------------------
+
+    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        """Store those of ``records`` whose ids the user's memory does not hold yet, as one new part; return
+        their ids. ``NotStored`` when it failed (nothing of it landed: its transaction rolled back)."""
+        try:
+            return self._add(app_name, user_id, records)
+        except NotStored:
+            raise
+        except Exception as exc:
+            raise NotStored(_as_unavailable(exc)) from exc
+
+    def _add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+        batch = list({r.id: r for r in records}.values())  # a repeated id: the last record, stored once
+        if not batch:
+            return []
+        deadline = time.monotonic() + self._budget_s
+        with self._connection() as db:
+            held = _held(db, app_name, user_id, [r.id for r in batch])
+        fresh = [r for r in batch if r.id not in held]
+        while fresh:
+            index = self._build_index(fresh)  # outside the transaction: a slow embedder holds no lock
+            blob = index.to_bytes()
+            with self._write() as db:
+                raced = _held(db, app_name, user_id, [r.id for r in fresh])
+                if not raced:
+                    part = IndexedRecords({r.id: r for r in fresh}, index)
+                    written = {_insert_part(db, app_name, user_id, fresh, blob): part}
+                    written.update(self._merge_if_needed(db, app_name, user_id, written))
+                    _bump(db, app_name, user_id)
+            if not raced:
+                # Only once committed: a rolled-back part's id may be given again (AUTOINCREMENT rolls back too).
+                for part_id, stored in written.items():
+                    self._remember(part_id, stored)
+                return [r.id for r in fresh]
+            # A racing save stored some of them meanwhile: index the rest again (never stored twice).
+            fresh = [r for r in fresh if r.id not in raced]
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable("too many concurrent saves on this user's memory; retry", retry_after=1)
+        return []
+
+    def _known(self, cached: _View | None) -> dict[int, IndexedRecords]:
+        """The decoded parts at hand: those of the cached view and those this process wrote lately."""
+        with self._cache_lock:
+            return {**(cached.parts if cached is not None else {}), **self._written}
+
+    def _remember(self, part_id: int, part: IndexedRecords) -> None:
+        with self._cache_lock:
+            self._written[part_id] = part
+            while len(self._written) > MAX_CACHED_VIEWS:
+                self._written.popitem(last=False)
+
+    def _merge_if_needed(
+        self, db: sqlite3.Connection, app_name: str, user_id: str, at_hand: dict[int, IndexedRecords]
+    ) -> dict[int, IndexedRecords]:
+        """Merge the user's newest parts while the one before them is no bigger than they are together (a
+        binary counter) or the user has more than ``MAX_PARTS``: one part replaces them. The part written
+        (by id), if any."""
+        sizes = db.execute(
+            "SELECT part_id, size FROM memory_parts WHERE app = ? AND user = ? ORDER BY part_id",
+            (app_name, user_id),
+        ).fetchall()
+        tail = 1
+        total = sizes[-1][1]
+        while tail < len(sizes) and (sizes[-tail - 1][1] <= total or len(sizes) - tail + 1 > MAX_PARTS):
+            total += sizes[-tail - 1][1]
+            tail += 1
+        if tail == 1:
+            return {}
+        merged_ids = [part_id for part_id, _ in sizes[-tail:]]
+        with self._cache_lock:
+            cached = self._views.get((app_name, user_id))
+        known = self._known(cached) | at_hand
+        loaded = self._read_parts(db, [i for i in merged_ids if i not in known])
+        parts = [known[i] if i in known else loaded[i] for i in merged_ids]
+        merged = _combined(parts, self._combine)
+        part_id = _replace_parts(db, app_name, user_id, merged_ids, merged)
+        return {} if part_id is None else {part_id: merged}
+
+    def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
+        """Forget memories: their records, their text in the index and in other memories' context. Idempotent;
+        ``ServiceUnavailable`` when the database is busy or failing (then nothing changed)."""
+        ids = set(memory_ids)
+        if not ids:
+            return
+        deadline = time.monotonic() + self._budget_s
+        with _unavailable_on_error("could not forget the memories; retry"):
+            while True:
+                state = self._state(app_name, user_id)
+                if not ids & set(state.combined.records):
+                    return
+                try:
+                    self._rewrite_without(app_name, user_id, state, ids)
+                    break
+                except _Changed:
+                    if time.monotonic() > deadline:
+                        raise ServiceUnavailable("this user's memory kept changing; retry", retry_after=1) from None
+        self._checkpoint()
+
+    def _rewrite_without(self, app_name: str, user_id: str, state: _View, ids: set[str]) -> None:
+        """Replace the parts holding ``ids`` (or a context quoting them) by one part without them, if the user's
+        memory is still at ``state``'s generation (else ``_Changed``)."""
+        everything = state.combined.records
+        gone = ids & set(everything)
+        fragments = [f"{everything[i].author}: {everything[i].text}" for i in gone if everything[i].text]
+        scrubbed: dict[str, MemoryRecord] = {}
+        for record in everything.values():
+            if record.id in gone or not record.context:
+                continue
+            context = record.context
+            for fragment in fragments:
+                context = context.replace(fragment, "")
+            if context != record.context:
+                scrubbed[record.id] = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
+        rebuilt = self._build_index(list(scrubbed.values())) if scrubbed else None  # outside the transaction
+        dropped = gone | set(scrubbed)
+        touched = [pid for pid, part in state.parts.items() if dropped & set(part.records)]
+        kept: dict[str, MemoryRecord] = {}
+        indexes: list[Any] = []
+        for pid in touched:
+            part = state.parts[pid]
+            kept.update({k: scrubbed.get(k, v) for k, v in part.records.items() if k not in gone})
+            indexes.append(part.index.without(dropped))
+        if rebuilt is not None:
+            indexes.append(rebuilt)
+        replacement = IndexedRecords(kept, self._combine(indexes) if kept else None)
+        with self._write() as db:
+            if _generation(db, app_name, user_id) != state.generation:
+                raise _Changed()
+            doomed = sorted(gone)
+            for start in range(0, len(doomed), _IN_CHUNK):
+                chunk = doomed[start : start + _IN_CHUNK]
+                db.execute(
+                    f"DELETE FROM memory_ids WHERE app = ? AND user = ? AND memory_id IN ({_marks(chunk)})",
+                    (app_name, user_id, *chunk),
+                )
+            written = _replace_parts(db, app_name, user_id, touched, replacement)
+            _bump(db, app_name, user_id)
+        if written is not None:
+            self._remember(written, replacement)
+
+    def forget_all(self, app_name: str, user_id: str) -> None:
+        """Forget every memory of the user; a later save starts afresh. Idempotent."""
+        with _unavailable_on_error("could not forget the memories; retry"):
+            with self._write() as db:
+                db.execute("DELETE FROM memory_ids WHERE app = ? AND user = ?", (app_name, user_id))
+                db.execute("DELETE FROM memory_parts WHERE app = ? AND user = ?", (app_name, user_id))
+                _bump(db, app_name, user_id)
+            with self._cache_lock:
+                self._views.pop((app_name, user_id), None)
+        self._checkpoint()
+
+
+# --- statements -------------------------------------------------------------------------------------------------
+
+
+def _generation(db: sqlite3.Connection, app_name: str, user_id: str) -> int:
+    row = db.execute("SELECT generation FROM memory_users WHERE app = ? AND user = ?", (app_name, user_id)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _bump(db: sqlite3.Connection, app_name: str, user_id: str) -> None:
+    db.execute(
+        "INSERT INTO memory_users (app, user, generation) VALUES (?, ?, 1) "
+        "ON CONFLICT (app, user) DO UPDATE SET generation = generation + 1",
+        (app_name, user_id),
+    )
+
+
+def _held(db: sqlite3.Connection, app_name: str, user_id: str, ids: list[str]) -> set[str]:
+    held: set[str] = set()
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        held.update(
+            row[0]
+            for row in db.execute(
+                f"SELECT memory_id FROM memory_ids WHERE app = ? AND user = ? AND memory_id IN ({_marks(chunk)})",
+                (app_name, user_id, *chunk),
+            )
+        )
+    return held
+
+
+def _insert_part(
+    db: sqlite3.Connection, app_name: str, user_id: str, records: list[MemoryRecord], index_bytes: bytes
+) -> int:
+    body = json.dumps([r.to_json() for r in records], separators=(",", ":"), ensure_ascii=False)
+    cursor = db.execute(
+        "INSERT INTO memory_parts (app, user, size, records, index_blob) VALUES (?, ?, ?, ?, ?)",
+        (app_name, user_id, len(records), body, index_bytes),
+    )
+    part_id = cursor.lastrowid
+    assert part_id is not None
+    db.executemany(
+        "INSERT OR REPLACE INTO memory_ids (app, user, memory_id, part_id) VALUES (?, ?, ?, ?)",
+        [(app_name, user_id, r.id, part_id) for r in records],
+    )
+    return part_id
+
+
+def _replace_parts(
+    db: sqlite3.Connection, app_name: str, user_id: str, old: list[int], new: IndexedRecords
+) -> int | None:
+    """Delete the parts ``old`` and store ``new`` (unless empty) in their place, its ids pointing at it; the
+    new part's id."""
+    for start in range(0, len(old), _IN_CHUNK):
+        chunk = old[start : start + _IN_CHUNK]
+        db.execute(f"DELETE FROM memory_parts WHERE part_id IN ({_marks(chunk)})", chunk)
+    if not new.records:
+        return None
+    return _insert_part(db, app_name, user_id, list(new.records.values()), new.index.to_bytes())
+
+
+def _marks(values: list[Any]) -> str:
+    """The placeholders of an ``IN (…)`` list."""
+    return ",".join("?" * len(values))
+
+
+def _combined(parts: list[IndexedRecords], combine: Callable[[list[Any]], Any]) -> IndexedRecords:
+    records: dict[str, MemoryRecord] = {}
+    for part in parts:
+        records.update(part.records)
+    return IndexedRecords(records, combine([p.index for p in parts]) if parts else None)
+
+
+# --- errors -----------------------------------------------------------------------------------------------------
+
+
+def _as_unavailable(exc: BaseException) -> BaseException:
+    """A busy or failing database as ``ServiceUnavailable`` (503); anything else as it is."""
+    if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
+        logger.warning("memory database error", extra={"error": repr(exc)})
+        busy = "locked" in str(exc) or "busy" in str(exc)
+        message = "the memory database is busy; retry" if busy else f"the memory database failed ({exc}); retry"
+        unavailable = ServiceUnavailable(message, retry_after=1)
+        unavailable.__cause__ = exc
+        return unavailable
+    return exc
+
+
+@contextlib.contextmanager
+def _unavailable_on_error(message: str) -> Iterator[None]:
+    try:
+        yield
+    except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+        converted = _as_unavailable(exc)
+        if converted is exc:
+            raise
+        logger.warning(message, extra={"error": repr(exc)})
+        raise converted from exc
