@@ -1,8 +1,10 @@
-"""One contract per long-term memory port, run against the AWS adapter (moto) and the in-memory one."""
+"""One contract per long-term memory port, run against the AWS adapter (moto), the in-memory one and (claims) the
+SQLite one."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from agent_memory.stores.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memories import S3MemoryStore, encode_part
 from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore
+from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from tests.conftest import BUCKET, TABLE
 
 
@@ -28,12 +31,18 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def claims(request: pytest.FixtureRequest, clock: Clock) -> ClaimStore:
+@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+def claims(request: pytest.FixtureRequest, clock: Clock, tmp_path: Path) -> Iterator[ClaimStore]:
     if request.param == "memory":
-        return InMemoryClaimStore(clock)
+        yield InMemoryClaimStore(clock)
+        return
+    if request.param == "sqlite":
+        db = SqliteDatabase(tmp_path / "agent-memory.db")
+        yield SqliteClaimStore(db, clock)
+        db.close()
+        return
     aws: dict[str, Any] = request.getfixturevalue("aws")
-    return DynamoClaimStore(aws["dynamodb"], TABLE, clock)
+    yield DynamoClaimStore(aws["dynamodb"], TABLE, clock)
 
 
 def build(records: list[MemoryRecord]) -> SearchIndex:

@@ -1,10 +1,11 @@
-"""One contract, every SessionStore adapter: the in-memory store and the DynamoDB store (against moto)."""
+"""One contract, every SessionStore adapter: the in-memory store, the SQLite store and the DynamoDB store (moto)."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +17,20 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemoryBlobStore, InMemorySessionStore
 from agent_memory.stores.ports import BlobMissing, EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
+from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
 from tests.conftest import BUCKET, TABLE, RequestCounter
 
 KEY = SessionKey("app", "alice", "s1")
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
+@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     if request.param == "memory":
         yield InMemorySessionStore()
+    elif request.param == "sqlite":
+        db = SqliteDatabase(tmp_path / "agent-memory.db")
+        yield SqliteSessionStore(db)
+        db.close()
     else:
         aws: dict[str, Any] = request.getfixturevalue("aws")
         yield DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), offload_bytes=2_000)

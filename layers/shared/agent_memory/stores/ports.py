@@ -60,6 +60,16 @@ def same_event(stored: dict[str, Any], new: NewEvent) -> bool:
     }
 
 
+@dataclass(frozen=True)
+class Change:
+    """A new event from a session store's change feed: its session, the event as ``read_events`` gives it, and
+    the feed record's sequence number (what a Lambda partial-batch response names in ``batchItemFailures``)."""
+
+    key: SessionKey
+    event: dict[str, Any]
+    sequence: str
+
+
 @dataclass
 class AppendResult:
     """The stored events in input order; ``created[i]`` is False where event i's id was already stored."""
@@ -153,6 +163,10 @@ class SessionStore(Protocol):
 
     def clear_due(self, key: SessionKey, version: int) -> bool:
         """Settle a session for the schedule unless it changed since ``version`` (then it stays due)."""
+        ...
+
+    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
+        """New events among a batch of change-feed records (others skipped), in record order."""
         ...
 
 
