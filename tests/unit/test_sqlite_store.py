@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent_memory.jsonio import MAX_TIMESTAMP, RawJSON, dumps
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
 from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
@@ -136,4 +137,50 @@ def test_threads_appending_to_their_own_and_to_a_shared_session_all_land_once_in
         )
     sequences = [int(c.sequence) for c in changes]
     assert sequences == sorted(sequences)
+    db.close()
+
+
+DEEP = "[" * 900 + '{"x":1}' + "]" * 900
+
+
+def innermost(value: Any) -> Any:
+    while isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value
+
+
+def test_no_stored_value_poisons_a_read(tmp_path: Path) -> None:
+    """Rows written straight into the file (older versions, anyone holding it) read as the DynamoDB store reads its
+    items: a body that is not a JSON object as the marker event, deep values as their text, times clamped, a state
+    value that does not read left out; the change feed reads them the same way."""
+    path = tmp_path / "agent-memory.db"
+    db = SqliteDatabase(path)
+    store = SqliteSessionStore(db)
+    store.create_session(record(), split_delta({"ok": 1}))
+    ids = ["deep", "notjson", "array", "future", "fine"]
+    store.append_events(KEY, [event(i, 1000.0 + n) for n, i in enumerate(ids)], None)
+    with sqlite3.connect(path) as raw:
+        deep_body = '{"author":"user","custom_metadata":{"k":' + DEEP + "}}"
+        for event_id, body in [("deep", deep_body), ("notjson", "{not json"), ("array", "[1, 2]")]:
+            raw.execute("UPDATE events SET body = ? WHERE event_id = ?", (body, event_id))
+        raw.execute("UPDATE events SET body = ?, ts = 1e20 WHERE event_id = 'future'", ('{"timestamp":1e20}',))
+        raw.execute("UPDATE session_state SET value = '{oops' WHERE key = 'ok'")
+        raw.execute("INSERT INTO session_state (session, key, value) SELECT id, 'deep', ? FROM sessions", (DEEP,))
+        raw.execute("UPDATE sessions SET update_time = 1e20")
+    events = store.read_events(KEY, EventQuery(verbatim=True))
+    assert [e["id"] for e in events] == ids and [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    assert [e.get("error_code") for e in events] == [None, "unreadable_event", "unreadable_event", None, None]
+    assert isinstance(innermost(events[0]["custom_metadata"]["k"]), RawJSON)  # past MAX_DEPTH: kept as text
+    assert isinstance(innermost(store.read_events(KEY, EventQuery(num_recent=5))[0]["custom_metadata"]["k"]), str)
+    assert (
+        dumps(events[0])
+        == '{"author":"user","custom_metadata":{"k":' + DEEP + '},"seq":1,"id":"deep","timestamp":1000.0}'
+    )
+    assert events[3]["timestamp"] == MAX_TIMESTAMP and events[1]["timestamp"] == 1001.0
+    assert dumps(events)  # every event encodes for a response
+    changes = store.changes(store.read_changes(0, 100))
+    assert [c.event.get("error_code") for c in changes] == [None, "unreadable_event", "unreadable_event", None, None]
+    got = store.get_session(KEY)
+    assert got is not None and set(got.state) == {"deep"} and isinstance(innermost(got.state["deep"]), RawJSON)
+    assert got.update_time == MAX_TIMESTAMP
     db.close()

@@ -416,13 +416,15 @@ _SESSION_COLUMNS = (
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
+    """A session row as a record; times outside what a datetime holds are clamped into it."""
+    create_time = float(readable_timestamp(row[5]))
     return SessionRecord(
         app_name=row[1],
         user_id=row[2],
         session_id=row[3],
         incarnation=row[4],
-        create_time=float(row[5]),
-        update_time=float(row[6]),
+        create_time=create_time,
+        update_time=float(readable_timestamp(row[6], create_time)),
         version=row[7],
         last_seq=row[8],
         summary_event_id=row[9],
