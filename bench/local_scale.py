@@ -134,7 +134,7 @@ def run(backend: str, events: int, batch: int, sessions: int, lag_limit_s: float
             turn = 0
             for b in range(events // batch):
                 name = names[b % sessions]
-                body = []
+                body: list[dict[str, Any]] = []
                 for _ in range(batch):
                     role = "user" if turn % 2 == 0 else "assistant"
                     body.append({"id": f"e{turn:06d}", "role": role, "content": chat_text(rng), "turn_id": turn // 2})

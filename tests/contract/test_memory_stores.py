@@ -17,6 +17,7 @@ from agent_memory.stores.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memories import S3MemoryStore, encode_part
 from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore, NotStored
+from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
 from tests.conftest import BUCKET, TABLE
 
@@ -34,12 +35,18 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def claims(request: pytest.FixtureRequest, clock: Clock) -> ClaimStore:
+@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+def claims(request: pytest.FixtureRequest, clock: Clock, tmp_path: Path) -> Iterator[ClaimStore]:
     if request.param == "memory":
-        return InMemoryClaimStore(clock)
+        yield InMemoryClaimStore(clock)
+        return
+    if request.param == "sqlite":
+        db = SqliteDatabase(tmp_path / "agent-memory.db")
+        yield SqliteClaimStore(db, clock)
+        db.close()
+        return
     aws: dict[str, Any] = request.getfixturevalue("aws")
-    return DynamoClaimStore(aws["dynamodb"], TABLE, clock)
+    yield DynamoClaimStore(aws["dynamodb"], TABLE, clock)
 
 
 def build(records: list[MemoryRecord]) -> SearchIndex:

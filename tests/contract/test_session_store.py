@@ -1,14 +1,16 @@
-"""One contract, every SessionStore adapter: the in-memory store and the DynamoDB store (against moto)."""
+"""One contract, every SessionStore adapter: the in-memory store, the SQLite store and the DynamoDB store (moto)."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_memory.aws import client
 from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
@@ -16,15 +18,20 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
+from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
 from tests.conftest import BUCKET, TABLE, RequestCounter
 
 KEY = SessionKey("app", "alice", "s1")
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def store(request: pytest.FixtureRequest) -> Iterator[SessionStore]:
+@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     if request.param == "memory":
         yield InMemorySessionStore()
+    elif request.param == "sqlite":
+        db = SqliteDatabase(tmp_path / "agent-memory.db")
+        yield SqliteSessionStore(db)
+        db.close()
     else:
         aws: dict[str, Any] = request.getfixturevalue("aws")
         yield DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), offload_bytes=2_000)
@@ -374,3 +381,164 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(store: Session
     got = store.get_session(KEY)
     assert got is not None and got.version == writers * each and got.last_seq == writers * each
     assert got.state == {f"last{w}": each - 1 for w in range(writers)}
+
+
+# --- the change feed ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def feed(store: SessionStore, request: pytest.FixtureRequest) -> Callable[[], list[dict[str, Any]]]:
+    """Every change-feed record the store has produced so far, as Lambda would deliver them: the table's stream
+    (moto) for DynamoDB, the outbox for the embedded and in-memory stores."""
+    if isinstance(store, DynamoSessionStore):
+        aws: dict[str, Any] = request.getfixturevalue("aws")
+        from local.streams import _json_record
+
+        def stream() -> list[dict[str, Any]]:
+            streams = client("dynamodbstreams")
+            arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+            records: list[dict[str, Any]] = []
+            for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+                iterator = streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+                records += [_json_record(r) for r in streams.get_records(ShardIterator=iterator)["Records"]]
+            return records
+
+        return stream
+    outbox: Any = store
+    return lambda: list(outbox.read_changes(0, 100_000))
+
+
+def test_an_appends_events_come_out_of_the_feed_once_each_in_seq_order(
+    store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
+) -> None:
+    other = SessionKey("app", "bob", "s2")
+    store.create_session(record(), split_delta({"user:x": 1}))
+    store.create_session(record(other), ScopedDelta())
+    big = "z" * 5_000  # offloaded to S3 by the DynamoDB store of this suite
+    store.append_events(KEY, [event("e1", 1001.0, delta={"k": 1}), event("e2", 1002.5, text=big)], None)
+    store.append_events(other, [event("o1", 1003.0, delta={"user:y": 2})], None)
+    store.append_events(KEY, [event("e2", 1002.5, text=big), event("e3", 1004.0)], None)  # e2 resent
+    changes = store.changes(feed())
+    assert [(c.key, c.event["id"], c.event["seq"]) for c in changes] == [
+        (KEY, "e1", 1),
+        (KEY, "e2", 2),
+        (other, "o1", 1),
+        (KEY, "e3", 3),
+    ]
+    # Each event as read_events reads it (the body of an offloaded one included), one sequence number each.
+    assert [c.event for c in changes if c.key == KEY] == store.read_events(KEY, EventQuery())
+    sequences = [c.sequence for c in changes]
+    assert all(sequences) and len(set(sequences)) == 4
+
+
+def test_a_conflicting_or_refused_append_writes_nothing_to_the_feed(
+    store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
+) -> None:
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0, text="original")], None)
+    with pytest.raises(EventIdConflict):
+        store.append_events(KEY, [event("e2", 1002.0), event("e1", 1001.0, text="changed")], None)
+    with pytest.raises(PreconditionFailed):
+        store.append_events(KEY, [event("e3", 1003.0)], 0)
+    with pytest.raises(SessionNotFound):
+        store.append_events(SessionKey("app", "alice", "nope"), [event("e4", 1004.0)], None)
+    assert [(c.event["id"], c.event["content"]["parts"][0]["text"]) for c in store.changes(feed())] == [
+        ("e1", "original")
+    ]
+
+
+def test_compaction_events_come_out_of_the_feed_as_the_stream_has_them(
+    store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
+) -> None:
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0), event("e2", 1002.0)], None)
+    summary = event("c1", 1003.0, text="summary")
+    summary.body["actions"]["compaction"] = {"start_timestamp": 1001.0, "end_timestamp": 1002.0}
+    assert store.append_compaction(KEY, summary, 2, 0, incarnation=live.incarnation) is not None
+    assert store.append_compaction(KEY, event("c2", 1004.0), 2, 0) is None  # the watermark moved: nothing stored
+    changes = store.changes(feed())
+    assert [c.event["id"] for c in changes] == ["e1", "e2", "c1"]
+    assert changes[-1].event["actions"]["compaction"] == {"start_timestamp": 1001.0, "end_timestamp": 1002.0}
+    assert changes[-1].event["seq"] == 3
+
+
+def test_the_feed_keeps_what_the_events_hold_exactly(
+    store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
+) -> None:
+    store.create_session(record(), ScopedDelta())
+    ts = time.time()
+    values = {"int": 1, "float": 1.0, "big": 2**70, "text": "é\u2028", "none": None, "list": [1, 2.5]}
+    new = event("e1", ts)
+    new.body["custom_metadata"] = values
+    store.append_events(KEY, [new], None)
+    (change,) = store.changes(feed())
+    assert change.event["timestamp"] == ts and change.event["custom_metadata"] == values
+    assert isinstance(change.event["custom_metadata"]["float"], float)
+    assert isinstance(change.event["custom_metadata"]["int"], int)
+
+
+def test_feed_records_pass_the_templates_filter_and_others_are_skipped(
+    store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
+) -> None:
+    from local.streams import matches, stream_mappings
+    from local.template import load_template
+
+    (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    records = [r for r in feed() if matches(mapping.pattern, r)]
+    assert [c.event["id"] for c in store.changes(records)] == ["e1"]
+    removed = [dict(r, eventName="REMOVE") for r in records]
+    assert store.changes(removed) == []
+
+
+# The outbox of the embedded and in-memory stores (DynamoDB's stream is AWS's).
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def outbox_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemorySessionStore()
+    else:
+        db = SqliteDatabase(tmp_path / "agent-memory.db")
+        yield SqliteSessionStore(db)
+        db.close()
+
+
+def test_the_outbox_pages_acknowledges_and_never_reuses_a_sequence_number(outbox_store: Any) -> None:
+    store = outbox_store
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event(f"e{i}", 1001.0 + i) for i in range(5)], None)
+    first = store.read_changes(0, 2)
+    assert [store.changes([r])[0].event["id"] for r in first] == ["e0", "e1"]
+    after = int(first[-1]["dynamodb"]["SequenceNumber"])
+    rest = store.read_changes(after, 100)
+    assert [c.event["id"] for c in store.changes(rest)] == ["e2", "e3", "e4"]
+    assert all(r["eventSource"].startswith("agent-memory:") for r in first + rest)
+    assert all(r["eventName"] == "INSERT" and r["dynamodb"]["StreamViewType"] == "NEW_IMAGE" for r in first + rest)
+    last = int(rest[-1]["dynamodb"]["SequenceNumber"])
+    store.ack_changes(after)
+    assert [c.event["id"] for c in store.changes(store.read_changes(0, 100))] == ["e2", "e3", "e4"]
+    store.ack_changes(last)
+    assert store.read_changes(0, 100) == []
+    store.append_events(KEY, [event("e5", 1010.0)], None)
+    (again,) = store.read_changes(0, 100)
+    assert int(again["dynamodb"]["SequenceNumber"]) > last  # a reader resuming after `last` misses nothing
+
+
+def test_a_deleted_session_takes_its_undelivered_changes_with_it(outbox_store: Any) -> None:
+    store = outbox_store
+    other = SessionKey("app", "alice", "s2")
+    store.create_session(record(), ScopedDelta())
+    store.create_session(record(other), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    store.append_events(other, [event("o1", 1002.0)], None)
+    store.delete_session(KEY)
+    store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 2001.0)], None)
+    assert [(c.key, c.event["timestamp"]) for c in store.changes(store.read_changes(0, 100))] == [
+        (other, 1002.0),
+        (KEY, 2001.0),
+    ]

@@ -465,6 +465,30 @@ def test_an_event_timestamp_no_datetime_holds_does_not_block_autosave(
     assert len(texts(api, "vinyl drums")) == 2
 
 
+def test_an_offloaded_event_s3_cannot_read_now_fails_only_its_session_and_lands_on_retry(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory.config import settings
+
+    monkeypatch.setenv("OFFLOAD_BYTES", "2000")  # bob's long event keeps its body in S3
+    settings.cache_clear()
+    services.cache_clear()
+    seed_session(api, "s1")
+    api.create(user="bob", session_id="b1")
+    long_text = "My cat Miso sleeps on the piano " + "zz " * 1000
+    assert api.append("b1", {"events": [text_event(long_text, id="b-long")]}, user="bob").status == 201
+    records = stream_records(aws)
+    bobs = {r["dynamodb"]["SequenceNumber"] for r in records if "#bob#" in r["dynamodb"]["Keys"]["PK"]["S"]}
+    faults.fail("GetObject", s3_error(), times=-1, when=lambda r: "/sessions/" in r.url)
+    result = autosave(records)
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == bobs  # alice's session is not held back
+    assert sorted(texts(api, "peanuts Porto sister")) == ["I am allergic to peanuts", "My sister Ana lives in Porto"]
+    faults.clear()
+    assert texts(api, "Miso piano", user="bob") == []
+    assert autosave([r for r in records if r["dynamodb"]["SequenceNumber"] in bobs]) == {"batchItemFailures": []}
+    assert [t.split(" zz")[0] for t in texts(api, "Miso piano", user="bob")] == ["My cat Miso sleeps on the piano"]
+
+
 # --- 6. throttling answers 503 within the budget ---------------------------------------------------------------
 
 THROTTLES = {

@@ -318,3 +318,23 @@ def readable_timestamp(value: Any, fallback: float = 0.0) -> float | int:
     if value > MAX_TIMESTAMP:
         return MAX_TIMESTAMP
     return value
+
+
+# --- stored events ----------------------------------------------------------------------------------------------
+
+
+def unreadable_event(
+    event_id: str, seq: int, timestamp: Any, reason: str, *, stub: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a stored event that does not read reads as, in every store: its id, seq and time, the author and
+    invocation when the store kept a stub of them, and an ADK error (no content)."""
+    stub = stub or {}
+    return {
+        "id": event_id,
+        "invocation_id": str(stub.get("invocation_id") or ""),
+        "author": str(stub.get("author") or "agent_memory"),
+        "timestamp": readable_timestamp(timestamp),
+        "error_code": "unreadable_event",
+        "error_message": f"the stored event could not be read: {reason}",
+        "seq": seq,
+    }

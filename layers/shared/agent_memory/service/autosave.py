@@ -41,6 +41,9 @@ def handle_changes(
     failures: list[dict[str, str]] = []
     for key, group in groups.items():
         try:
+            unread = next((c.unread for c in group if c.unread), None)
+            if unread:
+                raise RuntimeError(f"an event of the batch could not be read: {unread}")
             events = sorted((c.event for c in group), key=lambda e: int(e.get("seq") or 0))
             first = int(events[0].get("seq") or 1)
             previous = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS)) if first > 1 else []

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
+
 from ..aws import WRITE_BUDGET_S, capacity_error, error_code
 from ..errors import (
     Conflict,
@@ -51,11 +53,12 @@ from ..errors import (
     ServiceUnavailable,
     SessionNotFound,
 )
-from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp
+from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.state import ScopedDelta
 from .ports import (
     AppendResult,
     BlobStore,
+    Change,
     EventQuery,
     NewEvent,
     SessionKey,
@@ -911,6 +914,30 @@ class DynamoSessionStore:
         body["timestamp"] = readable_timestamp(body.get("timestamp"), readable_timestamp(_number(item, "ts")))
         return body
 
+    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
+        """New events among a batch of the table's stream records (others skipped), in record order: INSERTs of
+        event items (``V#…``), compaction events included, each read as ``read_events`` reads it (offloaded
+        bodies from S3; an S3 fault gives a Change marked ``unread``, for the caller to retry that session only)."""
+        found: list[Change] = []
+        for record in DynamoDBStreamEvent({"Records": records}).records:
+            stream = record.dynamodb
+            if record.raw_event.get("eventName") != "INSERT" or stream is None:
+                continue
+            image: dict[str, Any] = stream.raw_event.get("NewImage") or {}
+            sk = str(stream.keys.get("SK", ""))
+            pk = str(image.get("PK", {}).get("S", ""))
+            if not sk.startswith("V#") or not pk.startswith("E#") or pk.count("#") < 3:
+                continue
+            _, app_name, user_id, session_id = pk.split("#", 3)
+            key = SessionKey(app_name, user_id, session_id)
+            sequence = stream.sequence_number or ""
+            try:
+                found.append(Change(key, self.event_from_item(image), sequence))
+            except Exception as exc:
+                logger.warning("stream record's event not readable now", extra={"error": str(exc)[:200]})
+                found.append(Change(key, {}, sequence, unread=f"{type(exc).__name__}: {str(exc)[:200]}"))
+        return found
+
     @staticmethod
     def _unreadable(
         item: dict[str, Any], reason: str, exc: BaseException, *, payload_missing: bool = False
@@ -1096,24 +1123,18 @@ def _record_from_item(item: dict[str, Any]) -> SessionRecord:
 
 
 def _unreadable_event(item: dict[str, Any], reason: str, *, payload_missing: bool = False) -> dict[str, Any]:
-    """What an event that does not read reads as: its id, seq, time and (when the item kept a stub of it) author
-    and invocation, and an ADK error (no content). A missing offloaded payload is also marked in
-    ``custom_metadata`` (``PAYLOAD_MISSING_META``)."""
+    """What an event item that does not read reads as (``jsonio.unreadable_event``, with the author and invocation
+    of the stub an offloaded event keeps). A missing offloaded payload is also marked in ``custom_metadata``
+    (``PAYLOAD_MISSING_META``)."""
     sk = item.get("SK", {}).get("S", "")
     try:
         stub = json.loads(item["stub"]["S"]) if "stub" in item else {}
     except (KeyError, TypeError, ValueError):
         stub = {}
-    stub = stub if isinstance(stub, dict) else {}
-    marker: dict[str, Any] = {
-        "id": sk[2:] if sk.startswith("V#") else sk,
-        "invocation_id": str(stub.get("invocation_id") or ""),
-        "author": str(stub.get("author") or "agent_memory"),
-        "timestamp": readable_timestamp(_number(item, "ts")),
-        "error_code": "unreadable_event",
-        "error_message": f"the stored event could not be read: {reason}",
-        "seq": _whole(item, "seq"),
-    }
+    event_id = sk[2:] if sk.startswith("V#") else sk
+    marker = unreadable_event(
+        event_id, _whole(item, "seq"), _number(item, "ts"), reason, stub=stub if isinstance(stub, dict) else {}
+    )
     if payload_missing:
         marker["custom_metadata"] = {PAYLOAD_MISSING_META: True}
     return marker

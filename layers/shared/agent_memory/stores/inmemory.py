@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
-from ..jsonio import event_size
+from ..jsonio import dumps, event_size
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
@@ -18,6 +18,7 @@ from .ports import (
     TEXT_PREFIX,
     AppendResult,
     BlobMissing,
+    Change,
     EventQuery,
     IndexedRecords,
     MemoryRecord,
@@ -26,9 +27,15 @@ from .ports import (
     SessionRecord,
     same_event,
 )
+from .sqlite import changes_from_feed, feed_record
+
+FEED_SOURCE = "agent-memory:memory"
 
 
 class InMemorySessionStore:
+    """Sessions in dicts, with a change feed as the SQLite store has it (``read_changes``, ``ack_changes``,
+    ``changes``): an outbox entry per stored event, written under the same lock as the event."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: dict[SessionKey, SessionRecord] = {}
@@ -36,6 +43,9 @@ class InMemorySessionStore:
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
         self._due: dict[SessionKey, None] = {}  # insertion-ordered set of sessions due for compaction
+        # The change feed: (sequence, created, key, event id, seq, timestamp, body JSON text), oldest first.
+        self._outbox: list[tuple[int, float, SessionKey, str, int, float, str]] = []
+        self._sequence = 0
 
     def _full(self, record: SessionRecord) -> SessionRecord:
         full = copy.deepcopy(record)
@@ -83,6 +93,8 @@ class InMemorySessionStore:
             self._sessions.pop(key, None)
             self._events.pop(key, None)
             self._due.pop(key, None)
+            # Pending changes go with the session, as in the SQLite store.
+            self._outbox = [change for change in self._outbox if change[2] != key]
 
     def append_events(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
         with self._lock:
@@ -156,6 +168,9 @@ class InMemorySessionStore:
             body = dict(copy.deepcopy(event.body), seq=record.last_seq)
             stored_events[event.id] = body
             out.append(copy.deepcopy(body))
+            self._sequence += 1
+            text = dumps(event.body)
+            self._outbox.append((self._sequence, time.time(), key, event.id, body["seq"], event.timestamp, text))
             created.append(True)
             new.append(event)
         if new:
@@ -188,6 +203,20 @@ class InMemorySessionStore:
                         events = events[:count]
                         break
             return copy.deepcopy(events)
+
+    def read_changes(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` change-feed records after the sequence number ``after``, oldest first."""
+        with self._lock:
+            pending = [change for change in self._outbox if change[0] > after][: max(0, limit)]
+        return [feed_record(FEED_SOURCE, *change) for change in pending]
+
+    def ack_changes(self, up_to: int) -> None:
+        """Forget the change-feed records up to the sequence number ``up_to`` (delivered)."""
+        with self._lock:
+            self._outbox = [change for change in self._outbox if change[0] > up_to]
+
+    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
+        return changes_from_feed(records)
 
 
 class InMemoryBlobStore:

@@ -60,6 +60,20 @@ def same_event(stored: dict[str, Any], new: NewEvent) -> bool:
     }
 
 
+@dataclass(frozen=True)
+class Change:
+    """A new event from a session store's change feed: its session, the event as ``read_events`` gives it, and
+    the feed record's sequence number (what a Lambda partial-batch response names in ``batchItemFailures``).
+
+    ``unread``: why the event could not be read now (a storage fault, e.g. S3 throttling its offloaded body);
+    ``event`` is then empty and the consumer retries the record rather than failing the whole batch."""
+
+    key: SessionKey
+    event: dict[str, Any]
+    sequence: str
+    unread: str | None = None
+
+
 @dataclass
 class AppendResult:
     """The stored events in input order; ``created[i]`` is False where event i's id was already stored."""
@@ -91,15 +105,6 @@ class EventQuery:
     limit: int | None = None
     max_bytes: int | None = None
     verbatim: bool = False
-
-
-@dataclass(frozen=True)
-class Change:
-    """A new event, as the store's change feed (the DynamoDB stream, the SQLite outbox) reports it."""
-
-    key: SessionKey
-    event: dict[str, Any]
-    sequence: str  # the feed record's id: what a partial batch failure names
 
 
 class SessionStore(Protocol):
@@ -156,16 +161,16 @@ class SessionStore(Protocol):
         deleted meanwhile, even if it was re-created under the same id."""
         ...
 
-    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
-        """The new events among a batch of change-feed records (others skipped), in record order."""
-        ...
-
     def list_due(self, limit: int) -> list[SessionKey]:
         """Up to ``limit`` sessions appended to since the compaction schedule last settled them (no Scan)."""
         ...
 
     def clear_due(self, key: SessionKey, version: int) -> bool:
         """Settle a session for the schedule unless it changed since ``version`` (then it stays due)."""
+        ...
+
+    def changes(self, records: list[dict[str, Any]]) -> list[Change]:
+        """New events among a batch of change-feed records (others skipped), in record order."""
         ...
 
 
