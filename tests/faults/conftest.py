@@ -17,3 +17,24 @@ def faults(aws: dict[str, Any]) -> Iterator[FaultInjector]:
         yield injector
     finally:
         injector.uninstall()
+
+
+@pytest.fixture
+def real_backoff() -> None:
+    """Keep botocore's waits between its retries: for the tests that measure how long a faulted request takes."""
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff_waits(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore still retries every faulted attempt (twice, in standard mode), without waiting in between.
+
+    Its jittered waits (up to 1 s, then up to 2 s, for each call that meets a fault) were most of this tier's
+    time, and no test but the timing ones (``real_backoff``) can see them: what is retried, what the store
+    does when botocore gives up, and what storage holds afterwards are the same. The stores' own backoff and
+    budgets are the code under test and keep their waits.
+    """
+    if "real_backoff" in request.fixturenames:
+        return
+    from botocore.retries.standard import ExponentialBackoff
+
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)

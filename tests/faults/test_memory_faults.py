@@ -510,7 +510,7 @@ def forget_route(api: Api, route: str) -> Any:
 
 @pytest.mark.parametrize("name", list(THROTTLES))
 def test_throttling_answers_503_with_retry_after(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, real_backoff: None
 ) -> None:
     seed_texts(api)
     route, operation, reply = THROTTLES[name]

@@ -81,7 +81,7 @@ def retry_after(reply: Any) -> int:
 
 @pytest.mark.parametrize("fault", [throttle, provisioned_exceeded], ids=["throttle", "provisioned"])
 def test_five_consecutive_throttles_on_an_append_are_absorbed(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, fault: Any
+    api: Api, aws: dict[str, Any], faults: FaultInjector, real_backoff: None, fault: Any
 ) -> None:
     api.create(session_id="s1")
     faults.fail("TransactWriteItems", fault(), times=5)
@@ -97,7 +97,7 @@ def test_five_consecutive_throttles_on_an_append_are_absorbed(
 
 
 def test_a_throttle_that_never_ends_answers_503_within_the_budget(
-    api: Api, aws: dict[str, Any], faults: FaultInjector
+    api: Api, aws: dict[str, Any], faults: FaultInjector, real_backoff: None
 ) -> None:
     api.create(session_id="s1")
     faults.fail("TransactWriteItems", throttle(), times=-1)
@@ -372,7 +372,7 @@ def test_a_lost_answer_on_each_delete_step_still_deletes(api: Api, aws: dict[str
 
 
 def test_batch_write_that_keeps_returning_unprocessed_items_answers_503(
-    api: Api, aws: dict[str, Any], faults: FaultInjector
+    api: Api, aws: dict[str, Any], faults: FaultInjector, real_backoff: None
 ) -> None:
     api.create(session_id="s1")
     api.append("s1", {"events": [text_event(f"t{i}", id=f"e{i}") for i in range(30)]})
