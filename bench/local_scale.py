@@ -106,7 +106,7 @@ def all_event_ids(http: httpx.Client, base: str, session: str) -> list[str]:
             return ids
 
 
-def run(backend: str, events: int, batch: int, sessions: int, lag_limit_s: float) -> dict[str, Any]:
+def run(backend: str, events: int, batch: int, sessions: int, lag_limit_s: float, timeout_s: float) -> dict[str, Any]:
     rng = random.Random(7)
     base = "/apps/bench/users/scale/sessions"
     names = [f"s{i:02d}" for i in range(sessions)]
@@ -140,10 +140,18 @@ def run(backend: str, events: int, batch: int, sessions: int, lag_limit_s: float
                     body.append({"id": f"e{turn:06d}", "role": role, "content": chat_text(rng), "turn_id": turn // 2})
                     turn += 1
                 started = time.perf_counter()
-                reply = http.post(f"{base}/{name}/events", json={"events": body})
+                try:
+                    reply = http.post(f"{base}/{name}/events", json={"events": body})
+                except httpx.TimeoutException:
+                    result["stopped"] = f"batch {b + 1} got no answer within {timeout_s:.0f} s"
+                    latencies.append(timeout_s)
+                    break
                 latencies.append(time.perf_counter() - started)
                 reply.raise_for_status()
                 appended[name] += [e["id"] for e in body]
+                if latencies[-1] > timeout_s / 2:
+                    result["stopped"] = f"batch {b + 1} took {latencies[-1]:.0f} s"
+                    break
             result["load_rss_mib"] = rss_kib(server.pid, "VmRSS") / 1024
             # The auto-save lag of one new event, the load's backlog included.
             phrase = "quokka lighthouse 4471"
@@ -176,6 +184,7 @@ def run(backend: str, events: int, batch: int, sessions: int, lag_limit_s: float
         "ratio": last / first,
         "events": sum(len(v) for v in appended.values()),
         "kept": kept,
+        "batches": len(latencies),
     }
     return result
 
@@ -187,8 +196,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--lag-limit", type=float, default=600.0, help="stop waiting for auto-save after this long")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="a batch with no answer this long (or taking half) ends the load"
+    )
     args = parser.parse_args()
-    rows = [run(b, args.events, args.batch, args.sessions, args.lag_limit) for b in args.backend or ["embedded"]]
+    rows = [
+        run(b, args.events, args.batch, args.sessions, args.lag_limit, args.timeout)
+        for b in args.backend or ["embedded"]
+    ]
     print(f"{args.events:,} events of ~300 characters, batches of {args.batch} over {args.sessions} sessions\n")
     print(
         "| backend | first 20 batches, median ms | last 20, median ms | last / first | peak RSS MiB | "
@@ -201,6 +216,9 @@ def main() -> None:
             f"| {r['backend']} | {r['first_ms']:.0f} | {r['last_ms']:.0f} | {r['ratio']:.2f} | "
             f"{r['peak_rss_mib']:.0f} | {lag} | {r['kept']:,} of {r['events']:,} |"
         )
+    for r in rows:
+        if "stopped" in r:
+            print(f"\n{r['backend']}: the load stopped after {r['batches']} batches: {r['stopped']}")
 
 
 if __name__ == "__main__":
