@@ -330,3 +330,44 @@ def test_build_raises_embedder_error_when_documents_cannot_be_embedded() -> None
 
     with pytest.raises(EmbedderError, match="ConnectionError"):
         SearchIndex.build(DOCS, Down())
+
+
+class RecordingEmbedder(HashEmbedder):
+    """Remembers what it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        self.seen += texts
+        return super().embed(texts)
+
+
+def test_a_short_memory_is_embedded_with_its_whole_context() -> None:
+    embedder = RecordingEmbedder()
+    doc = Doc("m1", "user: yes, that one", context="user: the blue tent or the red one? 8 May 2023")
+    SearchIndex.build([doc], embedder)
+    assert embedder.seen == ["user: yes, that one\nuser: the blue tent or the red one? 8 May 2023"]
+
+
+def test_a_long_context_is_cut_from_its_start_keeping_the_nearest_turn_and_the_date() -> None:
+    embedder = RecordingEmbedder()
+    older = "user: " + "an older turn about harbours " * 20
+    nearest = "user: the nearest turn mentions Lisbon."
+    doc = Doc("m1", "user: " + "tell me more " * 20, context=f"{older} {nearest} 8 May 2023")
+    index = SearchIndex.build([doc], embedder)
+    (embedded,) = embedder.seen
+    assert len(embedded) <= index_module.EMBED_CHARS
+    assert embedded.startswith(doc.text + "\n") and embedded.endswith(f"{nearest} 8 May 2023")
+    assert not embedded.split("\n", 1)[1].startswith("arbours")  # cut at a word boundary
+    # The lexical field keeps every word of the context.
+    assert index.search("harbours", 1, config=SearchConfig(mode="lexical"))[0][0] == "m1"
+
+
+def test_a_text_longer_than_the_budget_still_gets_the_end_of_its_context() -> None:
+    embedder = RecordingEmbedder()
+    doc = Doc("m1", "user: " + "a very long message " * 40, context="user: earlier words here 8 May 2023")
+    SearchIndex.build([doc], embedder)
+    (embedded,) = embedder.seen
+    assert embedded == doc.text + "\nuser: earlier words here 8 May 2023"
