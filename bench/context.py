@@ -2,14 +2,12 @@
 
     .venv/bin/python -m bench.context
 
-The session is seeded with BatchWriteItem in the store's item format (moto copies the whole table on every
-TransactWriteItems, which makes 10,000 transactional appends take hours locally); compaction, appends and
-the context reads then go through the real handlers. Counts AWS requests and items read.
+The session is filled through the append route (batches of 100), as a client would; compaction, appends and the
+context reads go through the real handlers too. Counts AWS requests and items read.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -22,40 +20,20 @@ BUCKET = "agent-memory-bench-context"
 EVENTS = 10_000
 
 
-def seed(db: Any, app: str, user: str, sid: str, count: int) -> None:
-    from agent_memory.stores.dynamo import events_pk, session_pk
-    from agent_memory.stores.ports import SessionKey
-
-    pk = events_pk(SessionKey(app, user, sid))
-    base = time.time() - count
-    items = []
-    for seq in range(1, count + 1):
-        role = "user" if seq % 2 else "assistant"
-        body = {
-            "id": f"e{seq}",
-            "author": role,
-            "invocation_id": "",
-            "timestamp": base + seq,
-            "content": {"role": "user" if role == "user" else "model", "parts": [{"text": f"{role} turn {seq}"}]},
-            "actions": {"state_delta": {}},
-        }
-        items.append(
+def seed(call: Any, base: str, sid: str, count: int) -> None:
+    start = time.time() - count
+    for first in range(1, count + 1, 100):
+        events = [
             {
-                "PK": {"S": pk},
-                "SK": {"S": f"V#e{seq}"},
-                "seq": {"N": str(seq)},
-                "ts": {"N": repr(base + seq)},
-                "body": {"S": json.dumps(body)},
+                "id": f"e{seq}",
+                "role": "user" if seq % 2 else "assistant",
+                "content": f"{'user' if seq % 2 else 'assistant'} turn {seq}",
+                "timestamp": start + seq,
             }
-        )
-    for start in range(0, len(items), 25):
-        db.batch_write_item(RequestItems={TABLE: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]})
-    db.update_item(
-        TableName=TABLE,
-        Key={"PK": {"S": session_pk(app, user)}, "SK": {"S": f"S#{sid}"}},
-        UpdateExpression="SET last_seq = :n, version = :n, update_time = :t",
-        ExpressionAttributeValues={":n": {"N": str(count)}, ":t": {"N": repr(base + count)}},
-    )
+            for seq in range(first, min(first + 100, count + 1))
+        ]
+        status, reply = call("POST", f"{base}/{sid}/events", {"events": events})
+        assert status == 201, (status, reply)
 
 
 def main() -> None:
@@ -72,7 +50,7 @@ def main() -> None:
     with in_process_aws(TABLE, BUCKET) as clients:
         base = "/apps/bench/users/u1/sessions"
         assert call("POST", base, {"session_id": "long"})[0] == 201
-        seed(clients["dynamodb"], "bench", "u1", "long", EVENTS)
+        seed(call, base, "long", EVENTS)
         counter = RequestCounter().attach(clients["dynamodb"], clients["s3"])
 
         def measure(name: str, method: str, path: str, body: Any = None) -> Any:

@@ -7,8 +7,7 @@ the HTTP handlers (author = speaker, the turn's text plus its image caption, ``c
 session date as the timestamp); each session is saved with policy ``all``; then every question of
 categories 1–4 is searched (``POST …/memories/search``, top_k 10) and recall@k is computed from the
 ``dia_id`` of the returned memories. DynamoDB and S3 are moto, in process; the embedder is the offline
-MiniLM (``EMBEDDER`` to change it). Each conversation gets a fresh moto (moto copies the whole table on
-every transaction, which makes one big table slow).
+MiniLM (``EMBEDDER`` to change it). All conversations share one table and bucket, each its own user.
 """
 
 from __future__ import annotations
@@ -31,8 +30,48 @@ def session_time(text: str) -> float:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
 
 
-def ingest_and_search(conversation: Conversation, k: int) -> dict[str, list[str]]:
-    """Ingest one conversation through the API and answer its questions: question -> dia_ids, best first."""
+def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -> dict[str, list[str]]:
+    """Ingest one conversation through the API as ``user`` and answer its questions: question -> dia_ids, best
+    first."""
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        status, reply = api.call(method, path, body)
+        assert status < 300, (method, path, status, reply)
+        return reply
+
+    answers: dict[str, list[str]] = {}
+    base = f"/apps/locomo/users/{user}/sessions"
+    sessions = sorted({t.session for t in conversation.turns})
+    for s in sessions:
+        turns = [t for t in conversation.turns if t.session == s]
+        start = session_time(turns[0].date) if turns[0].date else 0.0
+        call("POST", base, {"session_id": f"session_{s}"})
+        events = [
+            {
+                "id": t.dia_id,
+                "author": t.speaker,
+                "timestamp": start + i,
+                "content": {
+                    "role": "user",
+                    "parts": [{"text": t.text + (f" [image: {t.caption}]" if t.caption else "")}],
+                },
+                "custom_metadata": {"dia_id": t.dia_id},
+            }
+            for i, t in enumerate(turns)
+        ]
+        for b in range(0, len(events), 100):
+            call("POST", f"{base}/session_{s}/events", {"events": events[b : b + 100]})
+        call("POST", f"/apps/locomo/users/{user}/memories", {"session_id": f"session_{s}", "policy": "all"})
+    for q in conversation.questions:
+        hits = call("POST", f"/apps/locomo/users/{user}/memories/search", {"query": q.question, "top_k": k})
+        answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
+    return answers
+
+
+def main() -> None:
+    bench_environment(TABLE, BUCKET, EMBEDDER=os.environ.get("EMBEDDER", "minilm"))
+    conversations = load_conversations()
+    started = time.perf_counter()
     from agent_memory.composition import services
     from agent_memory.config import settings
     from local.inprocess import in_process_aws
@@ -42,47 +81,8 @@ def ingest_and_search(conversation: Conversation, k: int) -> dict[str, list[str]
     for cached in (settings, services):
         cached.cache_clear()
     api = LocalApi(load_template())
-
-    def call(method: str, path: str, body: Any = None) -> Any:
-        status, reply = api.call(method, path, body)
-        assert status < 300, (method, path, status, reply)
-        return reply
-
-    answers: dict[str, list[str]] = {}
-    with in_process_aws(TABLE, BUCKET):
-        base = "/apps/locomo/users/speaker-pair/sessions"
-        sessions = sorted({t.session for t in conversation.turns})
-        for s in sessions:
-            turns = [t for t in conversation.turns if t.session == s]
-            start = session_time(turns[0].date) if turns[0].date else 0.0
-            call("POST", base, {"session_id": f"session_{s}"})
-            events = [
-                {
-                    "id": t.dia_id,
-                    "author": t.speaker,
-                    "timestamp": start + i,
-                    "content": {
-                        "role": "user",
-                        "parts": [{"text": t.text + (f" [image: {t.caption}]" if t.caption else "")}],
-                    },
-                    "custom_metadata": {"dia_id": t.dia_id},
-                }
-                for i, t in enumerate(turns)
-            ]
-            for b in range(0, len(events), 100):
-                call("POST", f"{base}/session_{s}/events", {"events": events[b : b + 100]})
-            call("POST", "/apps/locomo/users/speaker-pair/memories", {"session_id": f"session_{s}", "policy": "all"})
-        for q in conversation.questions:
-            hits = call("POST", "/apps/locomo/users/speaker-pair/memories/search", {"query": q.question, "top_k": k})
-            answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
-    return answers
-
-
-def main() -> None:
-    bench_environment(TABLE, BUCKET, EMBEDDER=os.environ.get("EMBEDDER", "minilm"))
-    conversations = load_conversations()
-    started = time.perf_counter()
-    answers = [ingest_and_search(c, 10) for c in conversations]
+    with in_process_aws(TABLE, BUCKET):  # one table and bucket for every conversation, each its own user
+        answers = [ingest_and_search(api, c, f"speaker-pair-{i}", 10) for i, c in enumerate(conversations)]
     result = evaluate(lambda c, question, k: answers[c][question][:k], conversations)
     print(
         f"embedder: {os.environ['EMBEDDER']}; {result['questions']} questions; {time.perf_counter() - started:.0f} s\n"

@@ -100,8 +100,8 @@ def main() -> None:
     from agent_memory.requests import MemoryText
     from agent_memory.search.index import SearchConfig, SearchIndex
     from agent_memory.service.memories import MemoryService
-    from agent_memory.stores.memories import S3MemoryStore
     from agent_memory.stores.ports import MemoryRecord
+    from agent_memory.stores.s3_memories import S3MemoryStore
     from local.inprocess import in_process_aws
 
     rows: list[str] = []

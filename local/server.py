@@ -188,7 +188,8 @@ def start(
         moto_port = moto_port or free_port()
         moto = SerializedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
         moto.start()
-        os.environ["BACKEND"] = "aws"
+        # The table and bucket are the ones provisioned here, whatever the caller's environment names.
+        os.environ.update({"BACKEND": "aws", "TABLE_NAME": LOCAL_TABLE, "BUCKET_NAME": LOCAL_BUCKET})
         configure_environment(template, f"http://127.0.0.1:{moto_port}")
         from agent_memory.aws import client, reset_clients
 

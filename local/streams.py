@@ -1,9 +1,10 @@
 """The DynamoDB stream → Lambda event source mapping, locally (moto runs no mappings without Docker).
 
-Polls the table's stream in moto, keeps the records the template's filter admits, and hands them to the
-function in batches of the mapping's ``BatchSize`` or after its ``MaximumBatchingWindowInSeconds``, as Lambda
-does. Records a batch reports as failed (``batchItemFailures``) are handed over again with the next batch,
-from the first failed one on, as Lambda retries a stream.
+Polls the table's stream in moto from its start (the table is created with the server, so every record is
+new; a record written before the first poll is not missed), keeps the records the template's filter admits,
+and hands them to the function in batches of the mapping's ``BatchSize`` or after its
+``MaximumBatchingWindowInSeconds``, as Lambda does. Records a batch reports as failed (``batchItemFailures``)
+are handed over again with the next batch, from the first failed one on, as Lambda retries a stream.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _pump(mapping: StreamMapping, window_s: float, streams: Any, stream_arn: str
                 shard_id = shard["ShardId"]
                 if shard_id not in iterators:
                     iterators[shard_id] = streams.get_shard_iterator(
-                        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="LATEST"
+                        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
                     )["ShardIterator"]
                 response = streams.get_records(ShardIterator=iterators[shard_id])
                 iterators[shard_id] = response["NextShardIterator"]

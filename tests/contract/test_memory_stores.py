@@ -13,10 +13,10 @@ import pytest
 
 from agent_memory.errors import ServiceUnavailable
 from agent_memory.search.index import Doc, SearchIndex
-from agent_memory.stores.claims import DynamoClaimStore
+from agent_memory.stores.dynamo_claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
-from agent_memory.stores.memories import S3MemoryStore, encode_part
 from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore, NotStored
+from agent_memory.stores.s3_memories import S3MemoryStore, encode_part
 from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
 from tests.conftest import BUCKET, TABLE

@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory.composition import services
 from agent_memory.service.memories import text_memory_id
-from agent_memory.stores.memories import decode_part
+from agent_memory.stores.s3_memories import decode_part
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, seed_session, stream_records
@@ -346,7 +346,7 @@ def test_a_save_retried_after_any_fault_stores_each_record_once(
         # The records landed before the commit failed: their claims were kept (not released), so the retry
         # stored nothing again; they stay uncommitted until they go stale...
         assert retry.body["saved"] == 0 and sorted(held.values()) == [False, False, True]
-        monkeypatch.setattr("agent_memory.stores.claims.STALE_AFTER_S", -1)
+        monkeypatch.setattr("agent_memory.stores.dynamo_claims.STALE_AFTER_S", -1)
         # ...and a save that claims them again then finds them stored: nothing twice, claims committed.
         assert save(api, body).body["saved"] == 0
         assert set(stored_record_ids(aws).values()) == {1} and all(claims(aws).values())
@@ -414,7 +414,7 @@ def test_merges_and_forgets_delete_old_orphans(
     (orphan,) = orphans(aws)
     api.request("DELETE", f"{BASE}/{text_memory_id('no such memory')}")
     assert orphans(aws) == {orphan}  # young: perhaps a save about to name it
-    monkeypatch.setattr("agent_memory.stores.memories.ORPHAN_GRACE_S", 0.0)
+    monkeypatch.setattr("agent_memory.stores.s3_memories.ORPHAN_GRACE_S", 0.0)
     assert api.request("DELETE", f"{BASE}/{text_memory_id('no such memory')}").status == 204
     assert orphans(aws) == set() and b"never landed" not in stored_bytes(aws)
     assert texts(api, "peanuts") == ["allergic to peanuts"]

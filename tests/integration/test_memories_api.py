@@ -290,7 +290,7 @@ def test_autosave_reports_only_the_failing_session(
 ) -> None:
     seed_session(api, "s1")
     seed_session(api, "s2", user="bob")
-    from agent_memory.stores.memories import S3MemoryStore
+    from agent_memory.stores.s3_memories import S3MemoryStore
 
     original = S3MemoryStore.add
 

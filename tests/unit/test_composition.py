@@ -83,3 +83,29 @@ def test_an_unknown_backend_is_refused() -> None:
 def test_the_backend_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BACKEND", "memory")
     assert Services(Settings.from_env()).backend == "memory"
+
+
+def test_the_embedded_backend_keeps_everything_in_one_file_under_data_dir(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agent_memory.stores.log import LogPublisher
+    from agent_memory.stores.sqlite import SqliteClaimStore, SqliteSessionStore
+    from agent_memory.stores.sqlite_memories import SqliteMemoryStore
+
+    folder = tmp_path / "data"  # does not exist yet
+    wired = Services(Settings(embedder="none", data_dir=str(folder)), "embedded")
+    assert isinstance(wired.session_store, SqliteSessionStore)
+    assert isinstance(wired.claim_store, SqliteClaimStore)
+    assert isinstance(wired.memory_store, SqliteMemoryStore)
+    assert isinstance(wired.publisher, LogPublisher)
+    with caplog.at_level("INFO", logger="agent_memory.stores.log"):
+        wired.sessions.create_session(app_name="a", user_id="u", session_id="s", state={"user:x": 1})
+    assert any(getattr(r, "detail_type", None) == "SessionCreated" for r in caplog.records)
+    wired.memories.add_texts(app_name="a", user_id="u", memories=[MemoryText(text="the cat is called Miso")])
+    wired.close()
+    assert [p.name for p in folder.iterdir() if p.suffix == ".sqlite3"] == ["agent-memory.sqlite3"]
+    again = Services(Settings(embedder="none", data_dir=str(folder)), "embedded")
+    assert again.sessions.get_session("a", "u", "s", None, None, None, None)["state"] == {"user:x": 1}
+    found = again.memories.search(app_name="a", user_id="u", query="cat", top_k=1)["memories"]
+    assert found[0]["content"]["parts"][0]["text"] == "the cat is called Miso"
+    again.close()

@@ -111,7 +111,7 @@ class Services:
 
                 return EventBridgePublisher(lambda: client("events"), self.settings.event_bus_name)
             if self.backend == "embedded":
-                from .stores.eventbridge import LogPublisher
+                from .stores.log import LogPublisher
 
                 return LogPublisher()
             from .stores.inmemory import InMemoryPublisher
@@ -125,7 +125,7 @@ class Services:
         def build() -> ClaimStore:
             if self.backend == "aws":
                 from .aws import client
-                from .stores.claims import DynamoClaimStore
+                from .stores.dynamo_claims import DynamoClaimStore
 
                 return DynamoClaimStore(client("dynamodb"), self.settings.table_name)
             if self.backend == "embedded":
@@ -168,7 +168,7 @@ class Services:
 
             if self.backend == "aws":
                 from .aws import client
-                from .stores.memories import S3MemoryStore
+                from .stores.s3_memories import S3MemoryStore
 
                 return S3MemoryStore(
                     lambda: client("s3"),

@@ -1,14 +1,12 @@
-"""Adapters of the EventPublisher port: EventBridge (AWS), the log (embedded)."""
+"""EventBridge adapter of the EventPublisher port."""
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
 SOURCE = "agent-memory"
-logger = logging.getLogger(__name__)
 
 
 class EventBridgePublisher:
@@ -34,10 +32,3 @@ class EventBridgePublisher:
             raise RuntimeError(
                 f"EventBridge rejected {detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}"
             )
-
-
-class LogPublisher:
-    """The embedded backend's publisher: each domain event is a log line (there is no bus to hang work on)."""
-
-    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
-        logger.info("domain event", extra={"source": SOURCE, "detail_type": detail_type, "detail": detail})

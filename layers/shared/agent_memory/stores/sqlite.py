@@ -769,7 +769,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 
 
 class SqliteClaimStore:
-    """``ClaimStore`` on a ``SqliteDatabase``: one row per claim (see ``stores/claims.py`` for the semantics)."""
+    """``ClaimStore`` on a ``SqliteDatabase``: one row per claim (see ``stores/dynamo_claims.py`` for the semantics)."""
 
     def __init__(self, db: SqliteDatabase, clock: Callable[[], float] = time.time) -> None:
         self._db = db
