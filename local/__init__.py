@@ -1,4 +1,4 @@
-"""The Docker-free local API: moto for DynamoDB, S3 and EventBridge; the real handlers behind HTTP.
+"""The Docker-free local API: the real handlers behind HTTP, over the embedded backend (SQLite) or moto.
 
 Importing this package puts the shared layer (layers/shared) on sys.path, as Lambda puts a layer on /opt/python.
 """

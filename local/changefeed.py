@@ -15,7 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
+
+from agent_memory.stores.ports import ChangeFeed
 
 from .apigw import LambdaContext
 from .streams import StreamMapping, stream_mappings
@@ -25,16 +27,10 @@ MAX_ATTEMPTS = 10
 POLL_S = 0.5
 
 
-class Outbox(Protocol):
-    def read_changes(self, after: int, limit: int) -> list[dict[str, Any]]: ...
-
-    def ack_changes(self, up_to: int) -> None: ...
-
-
 def start_change_feed(
     template: dict[str, Any],
     names: dict[str, str],
-    outbox: Outbox,
+    outbox: ChangeFeed,
     window_override_s: float | None,
     stop: threading.Event,
 ) -> list[threading.Thread]:
@@ -50,7 +46,7 @@ def start_change_feed(
 
 
 class FeedPump:
-    def __init__(self, mapping: StreamMapping, outbox: Outbox, window_s: float) -> None:
+    def __init__(self, mapping: StreamMapping, outbox: ChangeFeed, window_s: float) -> None:
         self.mapping = mapping
         self.outbox = outbox
         self.window_s = window_s

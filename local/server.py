@@ -212,7 +212,7 @@ def start(
 
         services.cache_clear()
         wired = services()
-        start_change_feed(template, local_names(template), wired.session_store, window_s, stop)  # type: ignore[arg-type]
+        start_change_feed(template, local_names(template), wired.change_feed, window_s, stop)
 
         def stop_backend() -> None:
             wired.close()

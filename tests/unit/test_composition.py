@@ -109,3 +109,10 @@ def test_the_embedded_backend_keeps_everything_in_one_file_under_data_dir(
     found = again.memories.search(app_name="a", user_id="u", query="cat", top_k=1)["memories"]
     assert found[0]["content"]["parts"][0]["text"] == "the cat is called Miso"
     again.close()
+
+
+def test_the_change_feed_is_the_outbox_locally_and_the_stream_in_aws() -> None:
+    wired = Services(Settings(embedder="none"), "memory")
+    assert wired.change_feed is wired.session_store
+    with pytest.raises(ValueError, match="stream"):
+        _ = Services(Settings(), "aws").change_feed

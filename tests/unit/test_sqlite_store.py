@@ -9,25 +9,9 @@ from typing import Any
 
 from agent_memory.jsonio import MAX_TIMESTAMP, RawJSON, dumps
 from agent_memory.policy.state import ScopedDelta, split_delta
-from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
+from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
-
-KEY = SessionKey("app", "alice", "s1")
-
-
-def record(key: SessionKey = KEY, now: float = 1000.0) -> SessionRecord:
-    return SessionRecord(key.app_name, key.user_id, key.session_id, create_time=now, update_time=now)
-
-
-def event(event_id: str, ts: float, text: str = "hi", delta: dict[str, Any] | None = None) -> NewEvent:
-    body = {
-        "id": event_id,
-        "author": "user",
-        "timestamp": ts,
-        "content": {"role": "user", "parts": [{"text": text}]},
-        "actions": {"state_delta": delta or {}},
-    }
-    return NewEvent(id=event_id, timestamp=ts, body=body, delta=split_delta(delta or {}))
+from tests.contract.test_session_store import KEY, event, record
 
 
 def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from .service.compaction import CompactionService
 from .service.context import ContextService
 from .service.memories import MemoryService
 from .service.sessions import SessionService
-from .stores.ports import ClaimStore, EventPublisher, MemoryRecord, MemoryStore, SessionStore
+from .stores.ports import ChangeFeed, ClaimStore, EventPublisher, MemoryRecord, MemoryStore, SessionStore
 
 T = TypeVar("T")
 BACKENDS = ("aws", "embedded", "memory")
@@ -101,6 +101,14 @@ class Services:
             return InMemorySessionStore()
 
         return self._once("session_store", build)
+
+    @property
+    def change_feed(self) -> ChangeFeed:
+        """The session store's outbox, for the local pump; the AWS backend's feed is the table's stream."""
+        store = self.session_store
+        if self.backend == "aws" or not isinstance(store, ChangeFeed):
+            raise ValueError("the aws backend's change feed is the DynamoDB stream, read by Lambda")
+        return store
 
     @property
     def publisher(self) -> EventPublisher:

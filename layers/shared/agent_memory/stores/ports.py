@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..policy.state import ScopedDelta
 
@@ -171,6 +171,21 @@ class SessionStore(Protocol):
 
     def changes(self, records: list[dict[str, Any]]) -> list[Change]:
         """New events among a batch of change-feed records (others skipped), in record order."""
+        ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """An outbox of stored events (embedded and in-memory session stores) that a pump hands to auto-save, as
+    Lambda hands it a DynamoDB stream. In AWS the table's stream is the feed: there is no adapter for it."""
+
+    def read_changes(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` records after the sequence number ``after``, oldest first, shaped as DynamoDB stream
+        records (what ``SessionStore.changes`` reads)."""
+        ...
+
+    def ack_changes(self, up_to: int) -> None:
+        """Forget the records up to the sequence number ``up_to``: auto-save has taken them."""
         ...
 
 
