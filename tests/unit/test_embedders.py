@@ -17,6 +17,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from agent_memory.budget import ModelBudget
 from agent_memory.providers.embedders import (
     BedrockTitanEmbedder,
     EmbedderError,
@@ -30,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # --------------------------------------------------------------------------------------------------------------
 # MiniLM
 # --------------------------------------------------------------------------------------------------------------
+
+FAST = ModelBudget("test", total_s=15.0, attempts=3, backoff_s=0.0)  # 3 attempts of 5 s, no pauses
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +121,7 @@ def test_openai_retries_on_500_then_succeeds() -> None:
             return httpx.Response(statuses.pop(0), text="busy")
         return _openai_response(request)
 
-    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=httpx.MockTransport(handler), backoff=0)
+    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=httpx.MockTransport(handler), budget=FAST)
     assert embedder.embed(["a"]).shape == (1, 3)
     assert statuses == []
 
@@ -131,9 +134,7 @@ def test_openai_retries_timeouts_then_gives_up() -> None:
         calls += 1
         raise httpx.ReadTimeout("slow", request=request)
 
-    embedder = OpenAICompatibleEmbedder(
-        "https://x/v1", "m", transport=httpx.MockTransport(handler), backoff=0, max_retries=2
-    )
+    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=httpx.MockTransport(handler), budget=FAST)
     with pytest.raises(EmbedderError, match="3 attempt"):
         embedder.embed(["a"])
     assert calls == 3
@@ -147,7 +148,7 @@ def test_openai_error_on_400_without_retry() -> None:
         calls += 1
         return httpx.Response(400, json={"error": {"message": "bad model"}})
 
-    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=httpx.MockTransport(handler), backoff=0)
+    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=httpx.MockTransport(handler), budget=FAST)
     with pytest.raises(EmbedderError, match="HTTP 400"):
         embedder.embed(["a"])
     assert calls == 1
@@ -163,7 +164,7 @@ def test_openai_error_on_400_without_retry() -> None:
 )
 def test_openai_bad_responses_are_embedder_errors(payload: dict[str, Any], texts: list[str]) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=payload))
-    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=transport, backoff=0)
+    embedder = OpenAICompatibleEmbedder("https://x/v1", "m", transport=transport, budget=FAST)
     with pytest.raises(EmbedderError):
         embedder.embed(texts)
 

@@ -13,6 +13,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from agent_memory.aws import reset_clients
+from agent_memory.budget import ModelBudget
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, SummarizerError, ToolCall, ToolResult, Turn
 from agent_memory.providers.prompt import build_prompt, render_conversation, validate_prompt_template
 from agent_memory.providers.summarizers import (
@@ -288,10 +289,19 @@ def completion(content: str) -> dict[str, Any]:
     }
 
 
-def openai(handler: Any, **kw: Any) -> OpenAICompatibleSummarizer:
+def fast_budget(max_retries: int = 2) -> ModelBudget:
+    """``max_retries + 1`` attempts of 5 s each, without pauses between them."""
+    return ModelBudget("test", total_s=5.0 * (max_retries + 1), attempts=max_retries + 1, backoff_s=0.0)
+
+
+def openai(handler: Any, max_retries: int = 2, **kw: Any) -> OpenAICompatibleSummarizer:
     kw.setdefault("api_key_provider", lambda: "sk-test")
     return OpenAICompatibleSummarizer(
-        "https://llm.example.com/v1/", "gpt-test", transport=httpx.MockTransport(handler), backoff=0.0, **kw
+        "https://llm.example.com/v1/",
+        "gpt-test",
+        transport=httpx.MockTransport(handler),
+        budget=fast_budget(max_retries),
+        **kw,
     )
 
 
@@ -490,22 +500,22 @@ def test_bedrock_empty_output_is_a_summarizer_error(bedrock: tuple[Any, Stubber]
         BedrockSummarizer(MODEL_ID, client_factory=lambda: client).summarize([user("hi")], None)
 
 
-def test_bedrock_default_client_comes_from_the_shared_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bedrock_default_client_fits_the_request_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     import agent_memory.aws
 
-    requested: list[str] = []
+    requested: list[tuple[str, int, int]] = []
 
     class FakeClient:
         def converse(self, **kwargs: Any) -> dict[str, Any]:
             return converse_response("summary text")
 
-    def fake_client(service: str) -> FakeClient:
-        requested.append(service)
+    def fake_client(service: str, read_timeout_s: int, attempts: int) -> FakeClient:
+        requested.append((service, read_timeout_s, attempts))
         return FakeClient()
 
-    monkeypatch.setattr(agent_memory.aws, "client", fake_client)
+    monkeypatch.setattr(agent_memory.aws, "_model_client", fake_client)
     assert BedrockSummarizer(MODEL_ID).summarize([user("hi")], None) == "summary text"
-    assert requested == ["bedrock-runtime"]
+    assert requested == [("bedrock-runtime", 9, 2)]  # REQUEST: 2 attempts of 9.5 s, read timeout in whole seconds
 
 
 # --------------------------------------------------------------------------------------------------------------

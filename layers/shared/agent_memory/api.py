@@ -28,8 +28,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from . import budget
 from .aws import capacity_error
-from .errors import AgentMemoryError, InvalidInput, PayloadTooLarge, ServiceUnavailable
+from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable
 from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
 from .requests import UNION_TAGS
@@ -87,7 +88,9 @@ def domain_error_response(exc: AgentMemoryError) -> Response[str]:
         for key in ("message", "field"):
             if isinstance(error.get(key), str):
                 error[key] = _printable(error[key])
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ServiceUnavailable) else None
+    headers = None
+    if isinstance(exc, ServiceUnavailable) or (isinstance(exc, ModelFailure) and exc.kind == "busy"):
+        headers = {"Retry-After": str(exc.retry_after)}
     return json_response(exc.status, body, headers)
 
 
@@ -215,7 +218,9 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
         return app.resolve(event, context)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        with lock:  # the logger's correlation id and the metrics buffer are per request too
+        # the lock: the logger's correlation id and the metrics buffer are per request too; the budget: a model
+        # call behind API Gateway fits the request's budget and ends before the function's timeout
+        with lock, budget.invocation(context, budget.REQUEST):
             return cast(dict[str, Any], resolve(event, context))
 
     return handler

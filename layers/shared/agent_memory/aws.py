@@ -13,8 +13,10 @@ transaction) stop at ``WRITE_BUDGET_S``. What is still failing then is answered 
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
+from . import budget
 from .errors import ServiceUnavailable
 
 # The stores' own retry loops start no new attempt after this long. The last call may still run botocore's
@@ -56,9 +58,67 @@ def client(service: str) -> Any:
     return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
 
 
+@functools.cache
+def _model_client(service: str, read_timeout_s: int, attempts: int) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        retries={"mode": "standard", "max_attempts": attempts},
+        connect_timeout=min(read_timeout_s, int(budget.CONNECT_TIMEOUT_S)),
+        read_timeout=read_timeout_s,
+    )
+    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+
+
+def model_client(service: str, use: budget.ModelBudget | None = None, deadline: float | None = None) -> Any | None:
+    """A client for model calls (``bedrock-runtime``) whose attempts and read timeout fit ``use`` (default: the
+    use being served) and end by ``deadline`` (default: the budget's from now); None when no attempt fits.
+
+    botocore's standard retries pause up to 1 s, then 2 s, between attempts: the budget's own backoff. Clients
+    are cached per (whole-second timeout, attempts), so a shortened budget costs a new client once.
+    """
+    chosen = use or budget.current()
+    end = budget.deadline(use) if deadline is None else deadline
+    plan = chosen.plan(end - time.monotonic())
+    if plan is None:
+        return None
+    attempts, timeout = plan
+    return _model_client(service, max(1, int(timeout)), attempts)
+
+
+# Bedrock's "not now" answers (503 with Retry-After); any other error of a model call is 502 model_error.
+MODEL_BUSY_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "ServiceUnavailable",
+        "ModelNotReadyException",
+    }
+)
+
+
+def model_failure(exc: BaseException) -> tuple[str, str]:
+    """``(kind, reason)`` of a failed model call through botocore: ``timeout`` (read/connect timeout, Bedrock's
+    ModelTimeoutException), ``busy`` (throttled, not ready) or ``error``; the reason names the error, not its text."""
+    from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
+
+    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+        return "timeout", type(exc).__name__
+    if isinstance(exc, ClientError):
+        code = error_code(exc) or "ClientError"
+        if code == "ModelTimeoutException":
+            return "timeout", code
+        return ("busy" if code in MODEL_BUSY_CODES else "error"), code
+    return "error", type(exc).__name__
+
+
 def reset_clients() -> None:
     """Forget every cached client (tests call this after changing the endpoint or credentials)."""
     client.cache_clear()
+    _model_client.cache_clear()
 
 
 def error_code(exc: BaseException) -> str | None:

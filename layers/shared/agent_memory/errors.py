@@ -81,3 +81,29 @@ class ServiceUnavailable(AgentMemoryError):
     def __init__(self, message: str, *, retry_after: int = 1, field: str | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after = retry_after
+
+
+class ModelFailure(AgentMemoryError):
+    """A model (summarizer or remote embedder) did not give a usable answer within its time budget.
+
+    ``kind`` sets the answer: ``timeout`` 504 ``model_timeout`` (slow, or no time left), ``busy`` 503
+    ``service_unavailable`` with ``Retry-After`` (throttled), ``error`` 502 ``model_error`` (unreachable, 5xx, an
+    answer that is not usable, a key that cannot be read). The message names the provider, never its key. The
+    use case stores nothing of what needed the model: a retry starts afresh.
+    """
+
+    status = 502
+    code = "model_error"
+    KINDS = {
+        "error": (502, "model_error"),
+        "timeout": (504, "model_timeout"),
+        "busy": (503, "service_unavailable"),
+    }
+
+    def __init__(self, message: str, *, kind: str = "error", retry_after: int = 1) -> None:
+        super().__init__(message)
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown model failure kind {kind!r}")
+        self.kind = kind
+        self.status, self.code = self.KINDS[kind]
+        self.retry_after = retry_after

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agent_memory.budget import ModelBudget
+from agent_memory.errors import ModelFailure
 from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
 
@@ -48,9 +50,9 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> Matrix: ...
 
 
-class EmbedderError(Exception):
+class EmbedderError(ModelFailure):
     """An embedder could not embed (model missing, timeout, throttle, bad response). Search falls back to
-    lexical scoring; indexing may store the records without vectors."""
+    lexical scoring; a save stores nothing and answers 504, 503 or 502 (``ModelFailure``), auto-save retries."""
 
 
 def normalize_rows(matrix: Any) -> Matrix:
@@ -170,12 +172,6 @@ class MiniLMEmbedder:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _bedrock_client() -> Any:
-    from agent_memory import aws
-
-    return aws.client("bedrock-runtime")
-
-
 class BedrockTitanEmbedder:
     """Amazon Titan Text Embeddings (v2: 1024, 512 or 256 dimensions) through ``invoke_model``, one text a call."""
 
@@ -184,6 +180,7 @@ class BedrockTitanEmbedder:
         model_id: str = "amazon.titan-embed-text-v2:0",
         dim: int = 1024,
         client_factory: Callable[[], Any] | None = None,
+        budget: ModelBudget | None = None,
     ) -> None:
         if not model_id:
             raise ValueError("model_id is required")
@@ -192,31 +189,40 @@ class BedrockTitanEmbedder:
         self.model_id = model_id
         self.dim = dim
         self.name = f"bedrock:{model_id}:{dim}"
-        self.client_factory = client_factory or _bedrock_client
+        self.client_factory = client_factory  # None: clients whose timeouts and retries fit the budget
+        self.budget = budget
 
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
 
+        from agent_memory import budget as budgets
+
         if not texts:
             return _empty(self.dim)
-        client = self.client_factory()
-        rows = [self._one(client, text) for text in texts]
+        deadline = budgets.deadline(self.budget)  # one budget for all the texts of this call
+        rows = [self._one(text, deadline) for text in texts]
         return normalize_rows(np.asarray(rows, dtype=np.float32))
 
-    def _one(self, client: Any, text: str) -> list[float]:
+    def _one(self, text: str, deadline: float) -> list[float]:
         from botocore.exceptions import BotoCoreError, ClientError
+
+        from agent_memory import aws
 
         body = json.dumps({"inputText": text if text.strip() else " ", "dimensions": self.dim, "normalize": True})
         try:
+            if self.client_factory is not None:
+                client = self.client_factory()
+            else:
+                client = aws.model_client("bedrock-runtime", self.budget, deadline)
+            if client is None:
+                raise EmbedderError(f"embedder bedrock ({self.model_id}): no time left in the budget", kind="timeout")
             response = client.invoke_model(
                 modelId=self.model_id, body=body, contentType="application/json", accept="application/json"
             )
             payload = json.loads(response["body"].read())
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "ClientError")
-            raise EmbedderError(f"bedrock invoke_model failed: {code}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise EmbedderError(f"bedrock invoke_model failed: {type(exc).__name__}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            kind, reason = aws.model_failure(exc)
+            raise EmbedderError(f"embedder bedrock ({self.model_id}) failed: {reason}", kind=kind) from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise EmbedderError(f"bedrock returned an unreadable body: {type(exc).__name__}: {exc}") from exc
         vector = payload.get("embedding") if isinstance(payload, dict) else None
@@ -244,9 +250,7 @@ class OpenAICompatibleEmbedder:
         model: str,
         api_key_provider: Callable[[], str | None] | None = None,
         transport: httpx.BaseTransport | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
+        budget: ModelBudget | None = None,
         dim: int | None = None,
         batch_size: int = 256,
     ) -> None:
@@ -261,16 +265,13 @@ class OpenAICompatibleEmbedder:
         self.name = f"openai:{model}"
         self.dim = dim or 0
         self.api_key_provider = api_key_provider
-        self.max_retries = max(0, max_retries)
         self.batch_size = max(1, batch_size)
         self._endpoint = JsonEndpoint(
             self.url,
             what="embedder",
             error=EmbedderError,
             api_key_provider=api_key_provider,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
+            budget=budget,  # None: the budget of the use being served (budget.current())
             transport=transport,
         )
 
@@ -283,9 +284,10 @@ class OpenAICompatibleEmbedder:
         if not texts:
             return _empty(self.dim)
         headers = self._endpoint.headers()
+        deadline = self._endpoint.deadline()  # one budget for all the batches of this call
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            rows.extend(self._post(texts[start : start + self.batch_size], headers))
+            rows.extend(self._post(texts[start : start + self.batch_size], headers, deadline))
         widths = {len(r) for r in rows}
         if len(widths) != 1 or 0 in widths:
             raise EmbedderError(f"embedder returned vectors of inconsistent sizes {sorted(widths)}")
@@ -295,8 +297,8 @@ class OpenAICompatibleEmbedder:
         self.dim = width
         return normalize_rows(np.asarray(rows, dtype=np.float32))
 
-    def _post(self, batch: list[str], headers: dict[str, str]) -> list[list[float]]:
-        response = self._endpoint.post({"model": self.model, "input": batch}, headers)
+    def _post(self, batch: list[str], headers: dict[str, str], deadline: float) -> list[list[float]]:
+        response = self._endpoint.post({"model": self.model, "input": batch}, headers, deadline)
         return self._vectors(response, len(batch))
 
     @staticmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent_memory.errors import ModelFailure
+
 DEFAULT_PROMPT_TEMPLATE = (
     "You maintain the running summary of a conversation between a user and an AI agent. Write a concise "
     "summary that keeps everything the agent will need later: the user's stated facts and preferences, names, "
@@ -48,6 +50,6 @@ class Summarizer(Protocol):
     def summarize(self, turns: list[Turn], previous_summary: str | None) -> str: ...
 
 
-class SummarizerError(Exception):
+class SummarizerError(ModelFailure):
     """A summarizer could not produce a summary (timeout, throttle, bad response): the session is left as it
-    was and compaction is tried again later."""
+    was and compaction is tried again later; on demand, the request answers 504, 503 or 502 (``ModelFailure``)."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.budget import ModelBudget
 from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, Summarizer, SummarizerError, Turn
 from agent_memory.providers.prompt import build_prompt, validate_prompt_template
@@ -264,12 +265,10 @@ class OpenAICompatibleSummarizer:
         model: str,
         api_key_provider: Callable[[], str | None] | None = None,
         prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
-        timeout: float = 30.0,
-        max_retries: int = 2,
         transport: httpx.BaseTransport | None = None,
         max_tokens: int = 1024,
         temperature: float = 0.0,
-        backoff: float = 0.5,
+        budget: ModelBudget | None = None,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required")
@@ -279,7 +278,6 @@ class OpenAICompatibleSummarizer:
         self.model = model
         self.api_key_provider = api_key_provider
         self.prompt_template = validate_prompt_template(prompt_template)
-        self.max_retries = max(0, max_retries)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self._endpoint = JsonEndpoint(
@@ -287,9 +285,7 @@ class OpenAICompatibleSummarizer:
             what="summarizer",
             error=SummarizerError,
             api_key_provider=api_key_provider,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
+            budget=budget,  # None: the budget of the use being served (budget.current())
             transport=transport,
         )
 
@@ -322,12 +318,6 @@ class OpenAICompatibleSummarizer:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _bedrock_client() -> Any:
-    from agent_memory import aws
-
-    return aws.client("bedrock-runtime")
-
-
 class BedrockSummarizer:
     """Amazon Bedrock through the Converse API (any model that supports it)."""
 
@@ -340,11 +330,13 @@ class BedrockSummarizer:
         prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
         max_tokens: int = 1024,
         temperature: float = 0.0,
+        budget: ModelBudget | None = None,
     ) -> None:
         if not model_id:
             raise ValueError("model_id is required")
         self.model_id = model_id
-        self.client_factory = client_factory or _bedrock_client
+        self.client_factory = client_factory  # None: a client whose timeouts and retries fit the budget
+        self.budget = budget
         self.prompt_template = validate_prompt_template(prompt_template)
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -352,18 +344,22 @@ class BedrockSummarizer:
     def summarize(self, turns: list[Turn], previous_summary: str | None) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        from agent_memory import aws
+
         prompt = build_prompt(self.prompt_template, turns, previous_summary)
         try:
-            response = self.client_factory().converse(
+            client = self.client_factory() if self.client_factory else aws.model_client("bedrock-runtime", self.budget)
+            if client is None:
+                message = f"summarizer bedrock ({self.model_id}): no time left in the budget"
+                raise SummarizerError(message, kind="timeout")
+            response = client.converse(
                 modelId=self.model_id,
                 messages=[{"role": "user", "content": [{"text": prompt}]}],
                 inferenceConfig={"maxTokens": self.max_tokens, "temperature": self.temperature},
             )
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "ClientError")
-            raise SummarizerError(f"bedrock converse failed: {code}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise SummarizerError(f"bedrock converse failed: {type(exc).__name__}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            kind, reason = aws.model_failure(exc)
+            raise SummarizerError(f"summarizer bedrock ({self.model_id}) failed: {reason}", kind=kind) from exc
         try:
             blocks = response["output"]["message"]["content"]
             text = "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
