@@ -6,6 +6,7 @@ records of the same shape. The session store's adapter reads them (``changes``).
 
 from typing import Any
 
+from agent_memory import budget
 from agent_memory.api import logger
 from agent_memory.composition import services
 from agent_memory.config import settings
@@ -18,9 +19,12 @@ settings()  # start-up check of the configuration (an unparsable AUTOSAVE_POLICY
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     wired = services()
     store = wired.session_store
-    return handle_changes(
-        store.changes(event.get("Records", [])),
-        wired.memories,
-        store.read_events,
-        settings().autosave_policy_value(),
-    )
+    # a remote embedder gets the background budget per session, and none runs past the function's timeout: a
+    # session it could not save in time is reported as failed and retried from there
+    with budget.invocation(context, budget.BACKGROUND):
+        return handle_changes(
+            store.changes(event.get("Records", [])),
+            wired.memories,
+            store.read_events,
+            settings().autosave_policy_value(),
+        )

@@ -5,6 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from agent_memory import budget
 from agent_memory.api import logger, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
@@ -15,7 +16,11 @@ settings()  # start-up check: a prompt template without {conversation_history} s
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    report = services().compaction.run_due(lambda: context.get_remaining_time_in_millis() / 1000)
+    # each session's model call gets the background budget, and none runs past the function's timeout
+    with budget.invocation(context, budget.BACKGROUND):
+        report = services().compaction.run_due(
+            lambda: context.get_remaining_time_in_millis() / 1000, reserve_s=budget.SWEEP_RESERVE_S
+        )
     metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=report.compacted)
     metrics.add_metric(name="CompactionFailures", unit=MetricUnit.Count, value=report.failed)
     logger.info("compaction sweep", extra=asdict(report))
