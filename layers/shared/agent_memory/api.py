@@ -177,6 +177,8 @@ def create_app() -> Resolver:
 
     @app.exception_handler(AgentMemoryError)
     def _domain(exc: AgentMemoryError) -> Response[str]:
+        if isinstance(exc, ModelFailure):  # not the client's doing: visible in the logs, as a 5xx should be
+            logger.warning("model call failed", extra={"kind": exc.kind, "error": exc.message})
         return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
