@@ -225,3 +225,62 @@ def test_failures_are_classified_and_name_the_provider_never_the_key(
     assert (error.kind, error.status, error.code) == (kind, status, code)
     assert "summarizer openai (llm.example)" in error.message
     assert key not in error.message and key not in str(error.to_body())
+
+
+def _bedrock_errors() -> list[tuple[Exception, str, int]]:
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    def client_error(code: str, status: int) -> ClientError:
+        return ClientError(
+            {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "X"
+        )
+
+    return [
+        (ReadTimeoutError(endpoint_url="https://bedrock-runtime"), "timeout", 504),
+        (client_error("ModelTimeoutException", 408), "timeout", 504),
+        (client_error("ThrottlingException", 429), "busy", 503),
+        (client_error("ServiceUnavailableException", 503), "busy", 503),
+        (client_error("AccessDeniedException", 403), "error", 502),
+        (client_error("ValidationException", 400), "error", 502),
+        (EndpointConnectionError(endpoint_url="https://bedrock-runtime"), "error", 502),
+    ]
+
+
+@pytest.mark.parametrize(("exc", "kind", "status"), _bedrock_errors())
+def test_bedrock_failures_are_classified_for_both_providers(exc: Exception, kind: str, status: int) -> None:
+    from agent_memory.providers.embedders import BedrockTitanEmbedder
+    from agent_memory.providers.summarizers import BedrockSummarizer
+
+    class Failing:
+        def converse(self, **kwargs: Any) -> Any:
+            raise exc
+
+        def invoke_model(self, **kwargs: Any) -> Any:
+            raise exc
+
+    calls: list[Any] = [
+        lambda: BedrockSummarizer("m", client_factory=Failing).summarize([], None),
+        lambda: BedrockTitanEmbedder(client_factory=Failing).embed(["x"]),
+    ]
+    for call in calls:
+        with pytest.raises(ModelFailure) as caught:
+            call()
+        assert (caught.value.kind, caught.value.status) == (kind, status)
+        assert "bedrock" in caught.value.message
+
+
+def test_bedrock_clients_fit_the_time_left() -> None:
+    from agent_memory import aws
+
+    full = aws.model_client("bedrock-runtime", BACKGROUND)
+    assert full is not None
+    assert (full.meta.config.read_timeout, full.meta.config.retries["total_max_attempts"]) == (29, 2)
+    with budget.invocation(Context(9), REQUEST):
+        short = aws.model_client("bedrock-runtime")  # 4 s for the model: two attempts of 1.5 s (1 s, in whole seconds)
+        assert (
+            short is not None
+            and short.meta.config.read_timeout == 1
+            and short.meta.config.retries["total_max_attempts"] == 2
+        )
+    with budget.invocation(Context(5.5), REQUEST):
+        assert aws.model_client("bedrock-runtime") is None

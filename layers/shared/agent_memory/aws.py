@@ -64,7 +64,7 @@ def _model_client(service: str, read_timeout_s: int, attempts: int) -> Any:
     from botocore.config import Config
 
     config = Config(
-        retries={"mode": "standard", "max_attempts": attempts},
+        retries={"mode": "standard", "total_max_attempts": attempts},  # botocore's max_attempts counts retries only
         connect_timeout=min(read_timeout_s, int(budget.CONNECT_TIMEOUT_S)),
         read_timeout=read_timeout_s,
     )
