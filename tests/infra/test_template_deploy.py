@@ -232,16 +232,10 @@ def test_alarm_on_every_functions_errors_and_throttles(function: str, metric: st
 
 
 def test_alarm_on_compaction_sweep_failures_as_the_sweep_emits_them(
-    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    aws: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stack = Stack(TEMPLATE, {"MetricsNamespace": "AgentMemoryTest"})
-    service = stack.resolve(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"])
-    alarm = alarm_on(
-        "CompactionFailures", [{"Name": "service", "Value": service}], {"MetricsNamespace": "AgentMemoryTest"}
-    )
-    assert alarm["Namespace"] == "AgentMemoryTest" and alarm["Statistic"] == "Sum"
-
-    # What the sweep publishes (Embedded Metric Format on stdout) carries that namespace, metric and dimension.
+    # What the sweep publishes: Embedded Metric Format on stdout, in the namespace of POWERTOOLS_METRICS_NAMESPACE
+    # as the process had it when the layer was imported (tests import it under more than one environment).
     (sweep,) = function_events(TEMPLATE, "Schedule")
     assert sweep.function == "CompactScheduledFunction"
     handler = load_handler(sweep)
@@ -251,9 +245,19 @@ def test_alarm_on_compaction_sweep_failures_as_the_sweep_emits_them(
     metrics = [m for m in emitted if "_aws" in m and "CompactionFailures" in m]
     assert metrics, emitted
     (directive,) = metrics[-1]["_aws"]["CloudWatchMetrics"]
-    assert directive["Namespace"] == alarm["Namespace"]
-    assert [d["Name"] for d in alarm["Dimensions"]] in directive["Dimensions"]
+    namespace = directive["Namespace"]
+
+    # Deployed with that namespace, the functions get it as POWERTOOLS_METRICS_NAMESPACE and the alarm watches it,
+    # on the metric's service dimension as the functions get it.
+    stack = Stack(TEMPLATE, {"MetricsNamespace": namespace})
+    variables = stack.resolve(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == namespace
+    service = variables["POWERTOOLS_SERVICE_NAME"]
+    alarm = alarm_on("CompactionFailures", [{"Name": "service", "Value": service}], {"MetricsNamespace": namespace})
+    assert alarm["Namespace"] == namespace and alarm["Statistic"] == "Sum"
+    assert ["service"] in directive["Dimensions"]
     assert metrics[-1]["service"] == service
+    assert {"Name": "CompactionFailures", "Unit": "Count"} in directive["Metrics"]
 
 
 def test_alarms_notify_the_topic_when_one_is_given() -> None:
