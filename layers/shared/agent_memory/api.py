@@ -37,8 +37,10 @@ from .requests import UNION_TAGS
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "agent-memory")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory")
+# The service is also the dimension of every metric, which the template's alarm on CompactionFailures names.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "agent-memory"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
 # Read-only routes emit no application metric; that is expected, not worth a warning per request.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 

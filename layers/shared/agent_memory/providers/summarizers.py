@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "API_KEY_MAX_AGE_S",
     "SUMMARIZER_KINDS",
     "BedrockSummarizer",
     "ExtractiveSummarizer",
@@ -371,8 +372,12 @@ class BedrockSummarizer:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# API keys (SSM Parameter Store / Secrets Manager), fetched once per container
+# API keys (SSM Parameter Store / Secrets Manager), read through Powertools parameters and cached for a while
 # --------------------------------------------------------------------------------------------------------------
+
+# How long a fetched API key is used before it is read again: a rotated key is in use within this long, and a
+# busy function reads the key once per container every five minutes, not once per model call.
+API_KEY_MAX_AGE_S = 300
 
 
 def _key_from_value(value: str) -> str:
@@ -388,38 +393,54 @@ def _key_from_value(value: str) -> str:
     return value
 
 
+# One Powertools provider (and so one cache) per boto3 client: the providers use the project's clients (short
+# timeouts, standard retries; reset_clients() in tests gives new ones), not Powertools' own default clients.
 @functools.cache
+def _ssm_provider(client: Any) -> Any:
+    from aws_lambda_powertools.utilities.parameters import SSMProvider
+
+    return SSMProvider(boto3_client=client)
+
+
+@functools.cache
+def _secrets_provider(client: Any) -> Any:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    return SecretsProvider(boto3_client=client)
+
+
 def _ssm_value(parameter_name: str) -> str:
     from agent_memory import aws
 
-    response = aws.client("ssm").get_parameter(Name=parameter_name, WithDecryption=True)
-    return _key_from_value(response["Parameter"]["Value"])
+    value = _ssm_provider(aws.client("ssm")).get(parameter_name, decrypt=True, max_age=API_KEY_MAX_AGE_S)
+    return _key_from_value(str(value))
 
 
-@functools.cache
 def _secret_value(secret_id: str) -> str:
     from agent_memory import aws
 
-    response = aws.client("secretsmanager").get_secret_value(SecretId=secret_id)
-    secret = response.get("SecretString")
+    secret = _secrets_provider(aws.client("secretsmanager")).get(secret_id, max_age=API_KEY_MAX_AGE_S)
     if not isinstance(secret, str):
         raise ValueError(f"secret {secret_id!r} has no SecretString")
     return _key_from_value(secret)
 
 
 def clear_api_key_cache() -> None:
-    """Forget fetched API keys (tests; or to pick up a rotated key)."""
-    _ssm_value.cache_clear()
-    _secret_value.cache_clear()
+    """Forget fetched API keys (tests; a rotated key is read again after ``API_KEY_MAX_AGE_S`` anyway)."""
+    for provider in (_ssm_provider, _secrets_provider):
+        provider.cache_clear()
 
 
 def api_key_from_ssm(parameter_name: str) -> Callable[[], str]:
-    """A provider reading a (SecureString) SSM parameter on first call; cached for the container's lifetime."""
+    """A provider reading a (SecureString) SSM parameter on call, cached per container for ``API_KEY_MAX_AGE_S``.
+
+    A failed read is not cached: the next call tries again."""
     return functools.partial(_ssm_value, parameter_name)
 
 
 def api_key_from_secrets_manager(secret_id: str) -> Callable[[], str]:
-    """A provider reading a Secrets Manager secret on first call (plain, or JSON with ``api_key``); cached."""
+    """A provider reading a Secrets Manager secret (plain, or JSON with ``api_key``) on call, cached per container
+    for ``API_KEY_MAX_AGE_S``; a failed read is not cached."""
     return functools.partial(_secret_value, secret_id)
 
 
