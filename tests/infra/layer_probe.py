@@ -101,6 +101,22 @@ def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
 
     attempt("minilm embedding", embed)
 
+    def http_post() -> None:
+        # httpx imports its transport (httpcore, h11, anyio …) only when a client sends: a refused local port
+        # runs that path without the network.
+        from agent_memory.providers.http import JsonEndpoint
+
+        endpoint = JsonEndpoint("http://127.0.0.1:9/", what="probe", error=ConnectionError, timeout=2, max_retries=0)
+        try:
+            endpoint.post({}, endpoint.headers())
+        except ConnectionError as exc:
+            if "ConnectError" not in str(exc):
+                raise
+        else:
+            raise AssertionError("a POST to a closed port succeeded")
+
+    attempt("openai-compatible http post", http_post)
+
     by_top_level = importlib.metadata.packages_distributions()
     tops = {m.split(".")[0] for m in sys.modules}
     used = sorted({normalized(dist) for top in tops for dist in by_top_level.get(top, [])})
