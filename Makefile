@@ -12,7 +12,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 BACKEND ?= embedded
 DATA_DIR ?= .data
 
-.PHONY: run wipe test unit lint template build bench lock clean
+.PHONY: run wipe test unit lint template build smoke bench lock clean
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ template: $(STAMP)
 
 build: $(STAMP)
 	$(BIN)/sam build
+
+smoke: $(STAMP)  # the README's quick start against API_URL: SigV4-signed for an execute-api URL, else unsigned
+	@test -n "$(API_URL)" || { echo "usage: make smoke API_URL=<the stack's ApiUrl output, or http://127.0.0.1:3000>"; exit 2; }
+	$(BIN)/python -m bench.smoke --url "$(API_URL)"
 
 bench: $(STAMP)  # the quick ones; see the README for bench.locomo, bench.locomo_service and bench.memory
 	$(BIN)/python -m bench.requests
