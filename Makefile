@@ -1,7 +1,7 @@
 # Two commands on a fresh machine: `make run` (the API on http://127.0.0.1:3000) and `make test`.
 # Both create .venv and install the pinned dependencies when missing or when the pins change.
 
-PYTHON ?= python3.11
+PYTHON ?= python3.13
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
