@@ -41,8 +41,8 @@ template: $(STAMP)
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template template.yaml
 
-build: $(STAMP)
-	$(BIN)/sam build
+build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build
 
 bench: $(STAMP)  # the quick ones; see the README for bench.locomo, bench.locomo_service and bench.memory
 	$(BIN)/python -m bench.requests
