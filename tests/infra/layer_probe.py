@@ -104,12 +104,16 @@ def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
     def http_post() -> None:
         # httpx imports its transport (httpcore, h11, anyio …) only when a client sends: a refused local port
         # runs that path without the network.
+        from agent_memory.budget import ModelBudget
+        from agent_memory.providers.embedders import EmbedderError
         from agent_memory.providers.http import JsonEndpoint
 
-        endpoint = JsonEndpoint("http://127.0.0.1:9/", what="probe", error=ConnectionError, timeout=2, max_retries=0)
+        endpoint = JsonEndpoint(
+            "http://127.0.0.1:9/", what="probe", error=EmbedderError, budget=ModelBudget("probe", 3.0, 1)
+        )
         try:
             endpoint.post({}, endpoint.headers())
-        except ConnectionError as exc:
+        except EmbedderError as exc:
             if "ConnectError" not in str(exc):
                 raise
         else:
