@@ -23,6 +23,7 @@ from local.streams import stream_mappings
 from local.template import load_handler, load_template, schedules
 from tests.conftest import BUCKET
 from tests.integration.conftest import Api, Reply, text_event
+from tests.integration.test_memories_api import stream_records
 
 KEY = "sk-live-0123456789abcdef"
 KEY_PARAMETER = "/agent-memory/openai-key"
@@ -229,19 +230,6 @@ def test_search_with_a_failing_embedder_answers_lexically(api: Api, endpoint: En
     reply = api.request("POST", "/apps/app/users/alice/memories/search", json_body={"query": "peanuts"})
     assert reply.status == 200
     assert reply.body["memories"][0]["content"]["parts"][0]["text"] == "I am allergic to peanuts"
-
-
-def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
-    from local.streams import _json_record
-    from tests.conftest import TABLE
-
-    streams = client("dynamodbstreams")
-    arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-        records += [_json_record(r) for r in streams.get_records(ShardIterator=it["ShardIterator"])["Records"]]
-    return records
 
 
 def autosave(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -4,29 +4,18 @@ API_KEY_MAX_AGE_S, then read again, so a rotated key is in use without a redeplo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from agent_memory.aws import reset_clients
 from agent_memory.providers.summarizers import (
     API_KEY_MAX_AGE_S,
     api_key_from_secrets_manager,
     api_key_from_ssm,
-    clear_api_key_cache,
 )
-
-
-@pytest.fixture
-def clean_keys() -> Iterator[None]:
-    reset_clients()
-    clear_api_key_cache()
-    yield
-    reset_clients()
-    clear_api_key_cache()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from agent_memory.aws import reset_clients
 from agent_memory.budget import ModelBudget
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, SummarizerError, ToolCall, ToolResult, Turn
 from agent_memory.providers.prompt import build_prompt, render_conversation, validate_prompt_template
@@ -23,7 +22,6 @@ from agent_memory.providers.summarizers import (
     api_key_from_secrets_manager,
     api_key_from_ssm,
     build_summarizer,
-    clear_api_key_cache,
 )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -77,15 +75,6 @@ def long_conversation() -> list[Turn]:
         )
         i += 1
     return turns
-
-
-@pytest.fixture
-def clean_keys() -> Iterator[None]:
-    reset_clients()
-    clear_api_key_cache()
-    yield
-    reset_clients()
-    clear_api_key_cache()
 
 
 # --------------------------------------------------------------------------------------------------------------
