@@ -1,11 +1,12 @@
 """Run by the layer-only interpreter (tests/infra/test_layer.py), never by pytest: standard library only.
 
 Imports what a deployed function can reach, with nothing on ``sys.path`` but what Lambda gives it: the layer
-(``/opt/python``, here ``layers/shared``), the function's own folder and the interpreter's site-packages
-(the layer's requirements plus boto3, as the runtime has it). Prints one JSON object:
-``failures`` (what did not import, with the error), counts, and the distributions the imports used.
+(``/opt/python``: here its third-party packages as the layer's Makefile installs them, and ``layers/shared`` for
+agent_memory), the function's own folder and the interpreter's site-packages (boto3, as the runtime has it).
+Prints one JSON object: ``failures`` (what did not import, with the error), counts, the distributions the imports
+used and those the layer ships.
 
-Usage: ``python -I layer_probe.py <layer dir> <functions dir>``
+Usage: ``python -I layer_probe.py <layer packages dir> <layer source dir> <functions dir>``
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def normalized(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
-def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
+def main(packages_dir: Path, layer_dir: Path, functions_dir: Path) -> dict[str, object]:
     failures: list[str] = []
 
     def attempt(what: str, action: Callable[..., object], *args: object) -> None:
@@ -76,7 +77,7 @@ def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
         except BaseException:  # an import may raise anything, SystemExit included
             failures.append(f"{what}: {traceback.format_exc(limit=3).strip().splitlines()[-1]}")
 
-    sys.path.insert(0, str(layer_dir))
+    sys.path[0:0] = [str(packages_dir), str(layer_dir)]
     package = importlib.import_module(PACKAGE)
     modules = [PACKAGE] + [
         info.name
@@ -125,6 +126,9 @@ def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
     tops = {m.split(".")[0] for m in sys.modules}
     used = sorted({normalized(dist) for top in tops for dist in by_top_level.get(top, [])})
     installed = sorted({normalized(dist.metadata["Name"]) for dist in importlib.metadata.distributions()})
+    shipped = sorted(
+        {normalized(dist.metadata["Name"]) for dist in importlib.metadata.distributions(path=[str(packages_dir)])}
+    )
     return {
         "failures": failures,
         "modules": len(modules),
@@ -132,8 +136,9 @@ def main(layer_dir: Path, functions_dir: Path) -> dict[str, object]:
         "handlers": len(handlers),
         "used": used,
         "installed": installed,
+        "shipped": shipped,
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2]))))
+    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))))

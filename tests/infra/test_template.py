@@ -4,6 +4,8 @@ layer layout, documented parameters; and the sample events in events/ invoke the
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -220,14 +222,39 @@ def test_layer_build_and_layout() -> None:
     layers = resources_of_type("AWS::Serverless::LayerVersion")
     assert list(layers) == ["SharedLayer"]
     layer = layers["SharedLayer"]
-    assert layer["Metadata"]["BuildMethod"] == "python3.13"
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
     assert layer["Properties"]["ContentUri"] == "layers/shared/"
     content = ROOT / "layers" / "shared"
     assert (content / "requirements.txt").is_file()
     assert (content / "agent_memory" / "__init__.py").is_file()
-    # With BuildMethod python3.13, sam build installs into python/ itself; a source python/ dir would nest it.
+    # The Makefile installs into python/ itself; a source python/ dir would nest it.
     assert not (content / "python").exists()
     assert {"Ref": "SharedLayer"} in TEMPLATE["Globals"]["Function"]["Layers"]
+
+
+def test_the_layer_recipe_builds_for_the_functions_runtime_and_architecture() -> None:
+    # What `sam build` runs (make build-SharedLayer), dry: wheels for the functions' Python and CPU only.
+    globals_ = TEMPLATE["Globals"]["Function"]
+    layer = resources_of_type("AWS::Serverless::LayerVersion")["SharedLayer"]
+    assert layer["Metadata"]["BuildArchitecture"] == "arm64" and globals_["Architectures"] == ["arm64"]
+    assert layer["Properties"]["CompatibleRuntimes"] == [globals_["Runtime"]]
+    version = globals_["Runtime"].removeprefix("python")
+    recipe = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-C", "layers/shared", "build-SharedLayer", "ARTIFACTS_DIR=/tmp/x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    install = next(line for line in recipe.splitlines() if "pip install" in line)
+    for flag in ("--no-deps", "--only-binary=:all:", f"--python-version {version}", "--implementation cp"):
+        assert flag in install
+    platforms = re.findall(r"--platform (\S+)", install)
+    # Amazon Linux 2023 has glibc 2.34: every manylinux tag up to it, for aarch64 only.
+    assert "manylinux_2_17_aarch64" in platforms and "manylinux_2_34_aarch64" in platforms
+    assert all(p.endswith("_aarch64") for p in platforms) and "manylinux_2_35_aarch64" not in platforms
+    # pip and compileall run on the runtime's Python: bytecode is per version.
+    assert recipe.split("pip install")[0].strip().endswith(f"python{version} -m")
 
 
 # --- parameters ---------------------------------------------------------------------------------------------
