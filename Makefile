@@ -8,6 +8,11 @@ PYTHON ?= $(shell for p in python3.13 "$$(pyenv root 2>/dev/null)"/versions/3.13
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The client SDK (clients/python) is tested in an environment of its own: its extras (google-adk, LangGraph)
+# need versions the development tools cannot share (aws-sam-cli pins watchdog 4, google-adk 2 needs 6).
+CLIENT_VENV := .venv-client
+CLIENT_STAMP := $(CLIENT_VENV)/.installed
+CLIENT_SOURCES := $(shell find clients/python/src -name '*.py' -o -name py.typed 2>/dev/null)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 # make run BACKEND=moto: DynamoDB and S3 on moto instead of the embedded SQLite backend; DATA_DIR: where the
@@ -15,7 +20,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 BACKEND ?= embedded
 DATA_DIR ?= .data
 
-.PHONY: run wipe test unit lint template build smoke bench lock clean
+.PHONY: run wipe test client-test client-lock unit lint template build smoke bench lock clean
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -24,14 +29,28 @@ $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
+# The package is installed as a user would (not editable): its tests import the source tree, and
+# clients/python/tests/test_install.py runs the README example against the installed copy.
+$(CLIENT_STAMP): clients/python/requirements-test.txt clients/python/pyproject.toml $(CLIENT_SOURCES)
+	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
+	$(CLIENT_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null || { rm -rf $(CLIENT_VENV) && $(PYTHON) -m venv $(CLIENT_VENV); }
+	$(CLIENT_VENV)/bin/python -m pip install --quiet --upgrade "pip>=24"
+	$(CLIENT_VENV)/bin/python -m pip install --quiet -r clients/python/requirements-test.txt
+	$(CLIENT_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall ./clients/python
+	touch $(CLIENT_STAMP)
+
 run: $(STAMP)
 	$(BIN)/python -m local.server --backend $(BACKEND) --data-dir $(DATA_DIR)
 
 wipe:  # delete everything make run stored (stop the server first)
 	rm -rf $(DATA_DIR)
 
-test: $(STAMP) lint template
+test: $(STAMP) $(CLIENT_STAMP) lint template
 	$(BIN)/python -m pytest
+	cd clients/python && ../../$(CLIENT_VENV)/bin/python -m pytest
+
+client-test: $(STAMP) $(CLIENT_STAMP)  # only the client's tests (against make run, started by the tests)
+	cd clients/python && ../../$(CLIENT_VENV)/bin/python -m pytest
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
@@ -61,5 +80,9 @@ lock: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.in
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pip==' > requirements-dev.txt
 
+client-lock: $(CLIENT_STAMP)
+	$(CLIENT_VENV)/bin/python -m pip install --quiet -r clients/python/requirements-test.in
+	$(CLIENT_VENV)/bin/python -m pip freeze --exclude-editable | grep -v -e '^pip==' -e '^agent-memory-client' > clients/python/requirements-test.txt
+
 clean:
-	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENT_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -24,7 +24,7 @@ def test_no_virtual_environment_or_cache_is_tracked() -> None:
         path
         for _, path in _tracked()
         if any(
-            part in {".venv", "venv", "site-packages", "__pycache__", ".aws-sam", ".data", ".cache"}
+            part in {".venv", ".venv-client", "venv", "site-packages", "__pycache__", ".aws-sam", ".data", ".cache"}
             for part in Path(path).parts
         )
         or path.endswith(("pyvenv.cfg", ".sqlite3", ".sqlite3-wal", ".sqlite3-shm"))
@@ -38,6 +38,14 @@ def test_the_virtual_environment_is_ignored_as_file_or_folder(tmp_path: Path) ->
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     # and make run's data, and the layer-only environment of tests/infra/test_layer.py
-    for probe in (".venv", ".venv/bin/python", ".data/agent-memory.sqlite3", ".cache/layer-venv-0/bin/python"):
+    for probe in (
+        ".venv",
+        ".venv/bin/python",
+        ".venv-client/bin/python",
+        ".data/agent-memory.sqlite3",
+        ".cache/layer-venv-0/bin/python",
+        "clients/python/build/lib/x.py",
+        "clients/python/src/agent_memory_client.egg-info/PKG-INFO",
+    ):
         result = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=tmp_path)
         assert result.returncode == 0, f"{probe} is not ignored"
