@@ -285,7 +285,9 @@ def test_a_compaction_keeps_the_version_and_last_update_time(store: SessionStore
     assert [e["seq"] for e in store.read_events(KEY, EventQuery())] == [1, 2, 3]
 
 
-def test_an_append_racing_a_compaction_never_shares_its_seq(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_racing_a_compaction_never_shares_its_seq(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The append reads the counters, a compaction commits (last_seq moves, the version does not), then the append
     writes: its transaction must not commit with the seqs it numbered from the stale last_seq."""
     store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET))
