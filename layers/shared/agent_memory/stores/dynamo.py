@@ -13,8 +13,9 @@ Items (``PK`` / ``SK``):
 Keying events by id makes the id unique within the session, and the conditional update of the session's
 ``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
 deltas and the counters together or not at all. A compaction event moves ``last_seq`` but not ``version`` (the
-ETag counts client appends only), hence the condition on both. State keys are stored as top-level attributes ``st:{key}`` holding JSON text, so
-an update can set a key whether or not the item exists and values keep their JSON types exactly.
+ETag counts client appends only), hence the condition on both. State keys are stored as top-level attributes
+``st:{key}`` holding JSON text, so an update can set a key whether or not the item exists and values keep their
+JSON types exactly.
 Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
 
 Reads never fail on what is stored (data of older versions, or written by anyone holding the table): JSON is
