@@ -168,7 +168,7 @@ _IF_MATCH = (
 
 
 # A strict create sends "*"; anything else is refused (400), never a 5xx.
-_IF_NONE_MATCH = ("*", "*", " * ", '"1"', "W/*", "**", "", '"*"', "*, *", "\u00e9")
+_IF_NONE_MATCH = ("*", "*", "*\t*", '"1"', "W/*", "**", "", '"*"', "*, *", "\u00e9")
 
 
 def _headers(with_if_match: bool) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
