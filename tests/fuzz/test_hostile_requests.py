@@ -33,6 +33,9 @@ PER_ROUTE = {
     "POST /apps/{app_name}/users/{user_id}/sessions": 260,
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}": 170,
     "GET /apps/{app_name}/users/{user_id}/sessions": 130,
+    "GET /apps/{app_name}/sessions": 90,
+    "GET /apps/{app_name}/users/{user_id}/state": 50,
+    "GET /apps/{app_name}/state": 40,
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}": 70,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 480,
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": 190,
@@ -42,6 +45,7 @@ PER_ROUTE = {
     "GET /apps/{app_name}/users/{user_id}/memories/search": 150,
     "DELETE /apps/{app_name}/users/{user_id}/memories/{memory_id}": 60,
     "DELETE /apps/{app_name}/users/{user_id}/memories": 30,
+    "GET /openapi.json": 20,
 }
 SENDERS = 4
 REPLAYS = 400  # failing requests replayed one by one to find their cause in the server's log

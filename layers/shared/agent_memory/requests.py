@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag, model_validator
 
 from .bounds import (
     MAX_BATCH,
     MAX_MEMORY_TEXT,
     MAX_PARAMETER_CHARS,
     MAX_QUERY_CHARS,
+    Fraction,
     Identifier,
     Metadata,
     Policy,
@@ -63,6 +64,15 @@ IfMatch = Annotated[
     ),
 ]
 
+IfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="if-none-match",
+        description="`*` makes the create strict: an existing session id answers 409 `already_exists` and "
+        "nothing changes (without it: get-or-create). Any other value: 400 `invalid_input`",
+    ),
+]
+
 # --- query parameters ---------------------------------------------------------------------------------------
 NumRecentEvents = Annotated[QueryInt | None, Query(ge=0, description="only the last n events (0: none); digits only")]
 AfterTimestamp = Annotated[
@@ -83,6 +93,13 @@ SearchQuery = Annotated[
 TopK = Annotated[
     QueryInt | None, Query(ge=1, le=MAX_TOP_K, description=f"how many memories, 1-{MAX_TOP_K} (default 5)")
 ]
+MIN_SCORE_DESCRIPTION = (
+    "leave out memories whose score is below this, 0-1. Default 0.015 (the calibrated cut, so that a query that "
+    "matches nothing finds nothing); searching without vectors (`EMBEDDER=none`), 0: a memory must share a word "
+    "with the query. 0 returns the top_k whatever they score"
+)
+"""The defaults named here are ``search.index.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
+MinScore = Annotated[Fraction | None, Query(description=MIN_SCORE_DESCRIPTION)]
 ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
 ]
@@ -128,7 +145,7 @@ AppendRequest = Annotated[
 ]
 """One event (ADK JSON or a chat message) or ``{events: [...]}``."""
 
-UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>"})
+UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>", "<events>"})
 """Tags pydantic puts in an error's location for the body unions above; not part of a field's path."""
 
 
@@ -155,12 +172,33 @@ class SaveTextsRequest(_Request):
     memories: list[MemoryText] = Field(min_length=1, max_length=MAX_BATCH)
 
 
+class SaveEventsRequest(_Request):
+    """``POST …/memories`` with ``{events: [...], session_id?}``: save 1-100 explicit events (ADK's
+    ``add_events_to_memory``), each with text one memory, idempotent by event id within ``session_id``."""
+
+    events: list[Event] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"1-{MAX_BATCH} events, as the append route takes them"
+    )
+    session_id: Identifier | None = Field(
+        default=None,
+        alias="sessionId",
+        description="the session the events belong to (it need not exist); scopes the event ids. Default: none",
+    )
+    policy: Policy | None = Field(
+        default=None, description="which events and parts to keep; default every role's text, tool calls and results"
+    )
+
+
 def _save_shape(body: Any) -> str:
-    return "<texts>" if isinstance(body, dict) and "memories" in body else "<session>"
+    if isinstance(body, dict) and "memories" in body:
+        return "<texts>"
+    return "<events>" if isinstance(body, dict) and "events" in body else "<session>"
 
 
 SaveMemoriesRequest = Annotated[
-    Annotated[SaveSessionRequest, Tag("<session>")] | Annotated[SaveTextsRequest, Tag("<texts>")],
+    Annotated[SaveSessionRequest, Tag("<session>")]
+    | Annotated[SaveTextsRequest, Tag("<texts>")]
+    | Annotated[SaveEventsRequest, Tag("<events>")],
     Discriminator(_save_shape),
 ]
 
@@ -170,3 +208,4 @@ class SearchRequest(_Request):
 
     query: Annotated[NonBlank, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     top_k: StrictCount = Field(default=5, ge=1, le=MAX_TOP_K, description=f"1-{MAX_TOP_K}, default 5")
+    min_score: Annotated[Fraction, Strict()] | None = Field(default=None, description=MIN_SCORE_DESCRIPTION)

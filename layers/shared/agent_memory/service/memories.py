@@ -13,7 +13,8 @@ from typing import Any
 
 from ..bounds import MAX_BATCH
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
-from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP
+from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
+from ..models import Event
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
@@ -32,6 +33,9 @@ from ..stores.ports import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 5
+# Explicit events (``add_events``): every role's text, tool calls and results; no thoughts, nothing empty.
+EXPLICIT_EVENTS_POLICY: dict[str, Any] = {"preset": "all", "include_thought": False, "include_empty_text": False}
+NO_SESSION = ""  # the id scope of explicit events sent without a session
 CONTEXT_TURNS = 2  # turns before a memory, in its session, indexed with it (contextual retrieval)
 
 
@@ -100,7 +104,7 @@ class MemoryService:
         sessions: SessionStore,
         memories: MemoryStore,
         claims: ClaimStore,
-        search: Callable[[Any, str, int], list[tuple[str, float]]],
+        search: Callable[[Any, str, int, float | None], list[tuple[str, float]]],
         default_policy: str | dict[str, Any] = "default",
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -126,6 +130,38 @@ class MemoryService:
             raise SessionNotFound(session_id)
         events = self._sessions.read_events(key, EventQuery())
         return self.save_events(key, events, parsed, previous=[])
+
+    def add_events(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        policy: str | dict[str, Any] | None = None,
+    ) -> dict[str, int]:
+        """Save explicit events (ADK's ``add_events_to_memory``): each one the policy keeps with text becomes one
+        memory, once per event id within ``session_id`` (the same memory a save of that session makes; without a
+        session, the ids share one scope of their own). The session need not exist. A forgotten event is never
+        saved again, as with a session's events. The events in the order sent are each other's context.
+        """
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        if session_id is not None:
+            validate_identifier(session_id, "session_id", UnprocessableInput)
+        if not events:
+            raise UnprocessableInput("events must be a non-empty list", field="events")
+        if len(events) > MAX_BATCH:
+            raise UnprocessableInput(f"events holds {len(events)} items; at most {MAX_BATCH}", field="events")
+        parsed = parse_policy(policy, default=EXPLICIT_EVENTS_POLICY)
+        dumped = []
+        for event in events:
+            data = event.dump()
+            # An event without an id is named by its content, so that sending it again saves nothing new.
+            data.setdefault("id", "c-" + hashlib.sha256(dumps(data).encode()).hexdigest()[:32])
+            dumped.append(data)
+        key = SessionKey(app_name, user_id, session_id or NO_SESSION)
+        return self.save_events(key, dumped, parsed, previous=[])
 
     def save_events(
         self,
@@ -264,18 +300,32 @@ class MemoryService:
 
     # --- search and forget ----------------------------------------------------------------------------------
 
-    def search(self, *, app_name: str, user_id: str, query: str, top_k: int = DEFAULT_TOP_K) -> dict[str, Any]:
-        """The user's memories that best match ``query``, best first (at most ``top_k``)."""
+    def search(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = DEFAULT_TOP_K,
+        min_score: float | None = None,
+    ) -> dict[str, Any]:
+        """The user's memories that best match ``query``, best first (at most ``top_k``), leaving out those whose
+        score is below ``min_score`` (None: the search's calibrated default, so that a query that matches
+        nothing finds nothing; 0: none left out)."""
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
         if not query.strip():
             raise InvalidInput("query must be a non-blank string", field="query")
         if isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
+        ):
+            raise InvalidInput("min_score must be a number from 0 to 1", field="min_score")
         view = self._memories.view(app_name, user_id)
         if view.index is None or not view.records:
             return {"memories": []}
-        hits = self._search(view.index, query, top_k)
+        hits = self._search(view.index, query, top_k, min_score)
         return {"memories": [memory_entry(view.records[i], s) for i, s in hits if i in view.records][:top_k]}
 
     def forget(self, app_name: str, user_id: str, memory_id: str) -> None:
