@@ -118,10 +118,15 @@ class Calibration:
     dense: float
     min_score: float
 
-    def scores(self, lexical_match: F32, cosine: F32 | None) -> F32:
-        z = np.float32(self.bias) + np.float32(self.lexical) * lexical_match
+    def logits(self, lexical_match: F32, cosine: F32 | None) -> F32:
+        """The scores before the logistic function (monotone in them: a cut on scores is a cut on these)."""
+        z: F32 = np.float32(self.bias) + np.float32(self.lexical) * lexical_match
         if cosine is not None:
             z = z + np.float32(self.dense) * cosine
+        return z
+
+    def scores(self, lexical_match: F32, cosine: F32 | None) -> F32:
+        z = self.logits(lexical_match, cosine)
         out: F32 = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float32)
         return out
 
@@ -566,11 +571,14 @@ class SearchIndex:
         dense = self._dense_scores(query, embedder) if config.mode != "lexical" else None
         lexical = self._lexical_scores(query, config)
         calibration = LEXICAL_CALIBRATION if dense is None else HYBRID_CALIBRATION
-        ceiling = self._lexical_ceiling(query, config)
-        match = lexical / np.float32(ceiling) if ceiling > 0 else np.zeros(n, dtype=np.float32)
-        # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
-        calibrated = np.round(calibration.scores(match.astype(np.float32), dense).astype(np.float64), 4)
+        ceiling = np.float32(self._lexical_ceiling(query, config))
         cut = calibration.min_score if min_score is None else min_score
+
+        def calibrated(positions: I64) -> npt.NDArray[np.float64]:
+            # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
+            match = lexical[positions] / ceiling if ceiling > 0 else np.zeros_like(lexical[positions])
+            cosine = None if dense is None else dense[positions]
+            return np.round(calibration.scores(match.astype(np.float32), cosine).astype(np.float64), 4)
 
         if dense is None:  # lexical only: a document must match a query term
             ranking, positive_only = lexical, True
@@ -581,10 +589,15 @@ class SearchIndex:
         else:
             fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
             ranking, positive_only = fused.astype(np.float32), False
-        if cut > 0:
-            ranking = np.where(calibrated >= cut, ranking, np.float32(-np.inf)).astype(np.float32)
+        # A score rounds to at least ``cut`` when it is at least ``cut`` - 0.00005: compared as a logit, so that
+        # no memory's score but the top_k's is computed.
+        lowest = cut - 0.00005
+        if lowest > 0:
+            match = lexical / ceiling if ceiling > 0 else np.zeros_like(lexical)
+            keep = calibration.logits(match.astype(np.float32), dense) >= np.float32(math.log(lowest / (1 - lowest)))
+            ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
         top = self._top_positions(ranking, top_k, exclude, positive_only=positive_only)
-        return [(self._ids[i], float(calibrated[i])) for i in top]
+        return [(self._ids[i], float(score)) for i, score in zip(top, calibrated(top), strict=True)]
 
     def lexical_scores(self, query: str, config: SearchConfig | None = None) -> F32:
         """BM25F score of every document for ``query`` (0 where no query term occurs)."""
