@@ -1,0 +1,85 @@
+"""A real ADK Runner on RemoteSessionService stores what it stores on ADK's InMemorySessionService, event for event.
+
+The model is scripted (examples/adk_agent.py's ScriptedModel: no network); its tool writes user:, app:, temp: and
+session state. The example agent itself runs against `make run` too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_memory_client import AsyncClient
+from agent_memory_client.adk import RemoteSessionService
+from google.adk.events.event import Event
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import adk_agent  # noqa: E402
+
+
+def _comparable(event: Event) -> dict[str, Any]:
+    # What ADK decides: ids, invocation ids and times are fresh on every run.
+    data = event.model_dump(mode="json", exclude_none=True)
+    for key in ("id", "invocation_id", "timestamp"):
+        data.pop(key, None)
+    for part in (data.get("content") or {}).get("parts", []):
+        for call in ("function_call", "function_response"):
+            if call in part:
+                part[call].pop("id", None)
+    return data
+
+
+async def _run(service: BaseSessionService, app_name: str) -> tuple[Session, dict[str, Any], list[str], Session]:
+    runner = Runner(
+        app_name=app_name,
+        agent=adk_agent.build_agent(adk_agent.first_session_script("like green tea")),
+        session_service=service,
+    )
+    session = await service.create_session(app_name=app_name, user_id="u1", state={"greeting": "hello"})
+    replies = await adk_agent.ask(runner, "u1", session.id, "I like green tea, remember that.")
+    stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+    assert stored is not None
+    user_state = await service.get_user_state(app_name=app_name, user_id="u1")
+    other = await service.create_session(app_name=app_name, user_id="u2")
+    return stored, user_state, replies, other
+
+
+async def test_runner_stores_what_the_in_memory_service_stores(server_url: str, app_name: str) -> None:
+    expected, expected_user_state, expected_replies, expected_other = await _run(InMemorySessionService(), app_name)
+    async with AsyncClient(server_url) as client:
+        got, user_state, replies, other = await _run(RemoteSessionService(client), app_name)
+
+    assert replies == expected_replies == ["Noted: you like green tea."]
+    assert [_comparable(e) for e in got.events] == [_comparable(e) for e in expected.events]
+    assert [e.author for e in got.events] == ["user", "assistant", "assistant", "assistant"]
+    # The tool's writes, scope by scope; temp: never stored, not even in the event's delta.
+    assert got.state == expected.state == {
+        "greeting": "hello",
+        "last_tool": "remember",
+        "user:fact": "like green tea",
+        "app:facts_remembered": 1,
+    }
+    assert user_state == expected_user_state == {"fact": "like green tea"}
+    assert other.state == expected_other.state == {"app:facts_remembered": 1}
+    assert all("temp:draft" not in e.actions.state_delta for e in got.events)
+
+
+async def test_example_agent_runs_against_make_run(server_url: str, app_name: str) -> None:
+    result = await adk_agent.main(server_url, app_name=app_name, user_id="alice")
+
+    assert result["replies"] == ["Noted: you like green tea.", "You like green tea."]
+    assert result["first_session_state"] == {
+        "last_tool": "remember",
+        "user:fact": "like green tea",
+        "app:facts_remembered": 1,
+    }
+    assert result["second_session_state"] == {"user:fact": "like green tea", "app:facts_remembered": 1}
+    assert result["user_state"] == {"fact": "like green tea"}
+    assert result["recalled"][0] == "I like green tea, remember that."
+    assert result["wall_time_s"] > 0
