@@ -272,6 +272,45 @@ def test_a_compaction_of_the_live_incarnation_lands(store: SessionStore) -> None
     assert got is not None and got.summary_event_id == "c1" and got.summary_end_seq == 1
 
 
+def test_a_compaction_keeps_the_version_and_last_update_time(store: SessionStore) -> None:
+    """Server-authored events never invalidate a client's If-Match: the version counts client appends only."""
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    store.append_compaction(KEY, event("c1", 5000.0), 1, 0, incarnation=live.incarnation)
+    got = store.get_session(KEY)
+    assert got is not None and got.version == 1 and got.update_time == 1001.0 and got.last_seq == 2
+    # The version the client held before the compaction still guards its next append, which takes the next seq.
+    after = store.append_events(KEY, [event("e2", 1002.0)], 1)
+    assert after.version == 2 and after.events[0]["seq"] == 3
+    assert [e["seq"] for e in store.read_events(KEY, EventQuery())] == [1, 2, 3]
+
+
+def test_an_append_racing_a_compaction_never_shares_its_seq(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append reads the counters, a compaction commits (last_seq moves, the version does not), then the append
+    writes: its transaction must not commit with the seqs it numbered from the stale last_seq."""
+    store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET))
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    read_counters = store._read_counters
+    raced: list[str] = []
+
+    def read_then_compact(key: SessionKey) -> Any:
+        counters = read_counters(key)
+        if not raced:  # once, between the append's read and its write
+            raced.append("compacted")
+            assert store.append_compaction(key, event("c1", 1001.5), 1, 0, incarnation=live.incarnation) is not None
+        return counters
+
+    monkeypatch.setattr(store, "_read_counters", read_then_compact)
+    result = store.append_events(KEY, [event("e2", 1002.0)], 1)  # If-Match taken before the compaction
+    assert raced and result.version == 2 and result.events[0]["seq"] == 3
+    seqs = [int(i["seq"]["N"]) for i in aws["dynamodb"].scan(TableName=TABLE)["Items"] if "seq" in i]
+    assert sorted(seqs) == [1, 2, 3]
+    assert [(e["id"], e["seq"]) for e in store.read_events(KEY, EventQuery())] == [("e1", 1), ("c1", 2), ("e2", 3)]
+
+
 # --- paged reads ------------------------------------------------------------------------------------------------
 
 

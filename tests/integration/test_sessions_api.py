@@ -214,3 +214,27 @@ def test_list_is_one_request_per_page(api: Api, counter: RequestCounter) -> None
     counter.reset()
     api.request("GET", "/apps/app/users/alice/sessions", query={"limit": 2})
     assert counter.calls == [("dynamodb", "Query")]
+
+
+def test_strict_create_answers_409_already_exists_and_changes_nothing(api: Api) -> None:
+    strict = {"If-None-Match": "*"}
+    path = "/apps/app/users/alice/sessions"
+    first = api.request("POST", path, json_body={"session_id": "s1", "state": {"k": 1}}, headers=strict)
+    assert first.status == 201 and first.body["created"] is True
+    again = api.request("POST", path, json_body={"session_id": "s1", "state": {"k": 2, "user:u": 1}}, headers=strict)
+    assert again.status == 409
+    assert again.error["code"] == "already_exists" and again.error["field"] == "session_id"
+    assert api.get("s1").body["state"] == {"k": 1}  # the refused create's state went nowhere
+    # Without the header: get-or-create as before.
+    assert api.create(session_id="s1").status == 200
+    # A generated id is always free.
+    assert api.request("POST", path, headers=strict).status == 201
+
+
+@pytest.mark.parametrize("value", ['"1"', "W/*", "**", ""])
+def test_if_none_match_other_than_star_is_refused(api: Api, value: str) -> None:
+    reply = api.request(
+        "POST", "/apps/app/users/alice/sessions", json_body={"session_id": "s1"}, headers={"If-None-Match": value}
+    )
+    assert reply.status == 400 and reply.error["field"] == "If-None-Match"
+    assert api.get("s1").status == 404

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..bounds import MAX_BATCH
 from ..errors import (
+    AlreadyExists,
     EventIdConflict,
     InvalidInput,
     PayloadTooLarge,
@@ -24,7 +25,7 @@ from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session
 from ..policy.identifiers import validate_identifier
 from ..policy.paging import EventCursor, decode_event_token, decode_page_token, encode_event_token, encode_page_token
-from ..policy.preconditions import IfMatch, parse_if_match
+from ..policy.preconditions import IfMatch, parse_if_match, parse_if_none_match
 from ..policy.state import merged_state, split_delta, strip_temp
 from ..requests import MAX_EVENT_PAGE
 from ..stores.ports import (
@@ -110,15 +111,23 @@ class SessionService:
     # --- use cases ------------------------------------------------------------------------------------------
 
     def create_session(
-        self, *, app_name: str, user_id: str, session_id: str | None = None, state: dict[str, Any] | None = None
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        if_none_match: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Get-or-create. Returns the session (with ``created``) and whether it was created.
 
         ``state`` (already bounded by the request model) applies only on a true creation; ``temp:`` keys are
-        dropped, ``app:`` / ``user:`` keys go to those scopes.
+        dropped, ``app:`` / ``user:`` keys go to those scopes. ``if_none_match`` is the raw ``If-None-Match``
+        header: ``*`` makes the create strict (AlreadyExists, 409, when the id is taken; nothing changes).
         """
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
+        strict = parse_if_none_match(if_none_match)
         if session_id is None:
             session_id = str(uuid.uuid4())
         else:
@@ -126,6 +135,9 @@ class SessionService:
         now = self._clock()
         record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
         stored, created = self.store.create_session(record, split_delta(state or {}))
+        if strict and not created:
+            # The store changes nothing for an existing id (its state applies only on a true creation).
+            raise AlreadyExists(f"session {session_id!r} exists already", field="session_id")
         if created:
             self._publish_created(stored)
         data = self._session(stored).dump()

@@ -11,9 +11,11 @@ Items (``PK`` / ``SK``):
   and ``by_ts`` order a session's events by sequence number and by timestamp.
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
-``version`` serialises appends: one TransactWriteItems per append stores the events, their state deltas and the
-counters together or not at all. State keys are stored as top-level attributes ``st:{key}`` holding JSON text, so
-an update can set a key whether or not the item exists and values keep their JSON types exactly.
+``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
+deltas and the counters together or not at all. A compaction event moves ``last_seq`` but not ``version`` (the
+ETag counts client appends only), hence the condition on both. State keys are stored as top-level attributes
+``st:{key}`` holding JSON text, so an update can set a key whether or not the item exists and values keep their
+JSON types exactly.
 Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
 
 Reads never fail on what is stored (data of older versions, or written by anyone holding the table): JSON is
@@ -671,7 +673,7 @@ class DynamoSessionStore:
                         confirm.append(staged[stored["id"]].blob_key)
                 done = {e.id for e in chunk}
                 pending = [e for e in pending if e.id not in done]
-                version = meta.version + 1
+                version = meta.version + 1 if watermark is None else meta.version
                 # The precondition held for the batch's first transaction; later chunks (a batch too big for one
                 # transaction) only need their own conditional write.
                 expected_version = None
@@ -772,6 +774,9 @@ class DynamoSessionStore:
         Raises _Unsettled when a retry can clear the failure (the transaction may have been applied)."""
         now = time.time()
         expiry = self._expiry(now)
+        # A client append counts in the version (the ETag); a compaction (server-authored) does not, so an
+        # If-Match a client took before it still matches. Both move last_seq.
+        version = meta.version + 1 if watermark is None else meta.version
         stored: list[dict[str, Any]] = []
         actions: list[dict[str, Any]] = []
         session_state: dict[str, Any] = {}
@@ -786,7 +791,7 @@ class DynamoSessionStore:
                 "seq": _n(seq),
                 "ts": _n(event.timestamp),
                 "w": _s(token),
-                "v": _n(meta.version + 1),
+                "v": _n(version),
             }
             if meta.incarnation:
                 item["inc"] = _s(meta.incarnation)
@@ -815,16 +820,22 @@ class DynamoSessionStore:
             app_state.update(event.delta.app)
 
         update = _Update()
-        update.set("version", _n(meta.version + 1))
         update.set("last_seq", _n(seq))
-        update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
+        if watermark is None:
+            update.set("version", _n(version))
+            # last_update_time is a client's too: a compaction neither moves it nor reorders the listings.
+            update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
         if expiry:
             update.set("expires_at", expiry)
         update.set_state(session_state)
         update.values[":expected"] = _n(meta.version)
+        update.values[":last_seq"] = _n(meta.last_seq)
         update.names["#inc"] = "inc"
-        # The same incarnation, not being deleted: counters read from a deleted session never reach a new one.
-        condition = "version = :expected AND attribute_not_exists(deleting) AND "
+        # The seqs were numbered from last_seq as read: conditioning on it (not only on the version, which a
+        # compaction leaves alone) means two transactions numbered from the same last_seq never both commit, so
+        # no two items of a session share a seq. The same incarnation, not being deleted: counters read from a
+        # deleted session never reach a new one.
+        condition = "version = :expected AND last_seq = :last_seq AND attribute_not_exists(deleting) AND "
         if meta.incarnation:
             update.values[":inc"] = _s(meta.incarnation)
             condition += "#inc = :inc"

@@ -118,7 +118,7 @@ class InMemorySessionStore:
                 raise SessionNotFound(key.session_id)
             if record.summary_end_seq != expected_end_seq:
                 return None
-            stored = self._append(key, [event], None).events[0]
+            stored = self._append(key, [event], None, compaction=True).events[0]
             record.summary_event_id = event.id
             record.summary_end_seq = end_seq
             return stored
@@ -135,7 +135,9 @@ class InMemorySessionStore:
             self._due.pop(key, None)
             return True
 
-    def _append(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+    def _append(
+        self, key: SessionKey, events: list[NewEvent], expected_version: int | None, *, compaction: bool = False
+    ) -> AppendResult:
         record = self._sessions.get(key)
         if record is None:
             raise SessionNotFound(key.session_id)
@@ -173,7 +175,7 @@ class InMemorySessionStore:
             self._outbox.append((self._sequence, time.time(), key, event.id, body["seq"], event.timestamp, text))
             created.append(True)
             new.append(event)
-        if new:
+        if new and not compaction:  # a compaction moves neither the version (the ETag) nor last_update_time
             record.version += 1
             record.update_time = max(record.update_time, max(e.timestamp for e in new))
             for event in new:

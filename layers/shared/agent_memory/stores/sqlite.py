@@ -655,11 +655,16 @@ class SqliteSessionStore:
             (now, session, rows[0][1] - 1),
         )
         self._put_state(conn, session, key, delta)
-        # An append makes the session due for the compaction schedule; a compaction does not.
+        if compaction:
+            # Server-authored: neither the version (the ETag counts client appends) nor last_update_time moves,
+            # and the session does not become due.
+            conn.execute("UPDATE sessions SET last_seq = ? WHERE id = ?", (last_seq, session))
+            return AppendResult(events=out, created=created, version=version)
+        # An append makes the session due for the compaction schedule.
         conn.execute(
             "UPDATE sessions SET version = version + 1, last_seq = ?, update_time = max(update_time, ?), "
-            "due_since = CASE WHEN ? THEN due_since ELSE coalesce(due_since, ?) END WHERE id = ?",
-            (last_seq, newest, compaction, now, session),
+            "due_since = coalesce(due_since, ?) WHERE id = ?",
+            (last_seq, newest, now, session),
         )
         return AppendResult(events=out, created=created, version=version + 1)
 
