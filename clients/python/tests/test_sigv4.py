@@ -55,7 +55,7 @@ def test_an_append_is_signed_over_its_body_path_and_conditional_header() -> None
     with signing_client(script) as client:  # an execute-api host: SigV4 by default, the region from the host
         client.append_event("my-app", "user@example.com", "sess:1", {"id": "e1", "author": "user"}, if_match=1)
     (request,) = script.requests
-    assert request.url.raw_path == b"/apps/my-app/users/user%40example.com/sessions/sess%3A1/events"
+    assert request.url.raw_path == b"/apps/my-app/users/user@example.com/sessions/sess:1/events"
     signature = verify(request)
     assert (signature["key"], signature["region"], signature["service"]) == (KEY, "eu-west-1", "execute-api")
     assert {"host", "x-amz-date", "content-type", "if-match", "x-amz-security-token"} <= set(signature["signed"])
