@@ -98,8 +98,10 @@ class Call:
 
 
 def path(*segments: str) -> str:
-    """A URL path with each segment percent-encoded (``/`` and ``?`` in an id cannot change the route)."""
-    return "/" + "/".join(quote(s, safe="") for s in segments)
+    """A URL path with each segment percent-encoded (``/`` or ``?`` in an id cannot change the route). ``:`` and
+    ``@`` (valid in ids) are left as they are: a path may hold them, and API Gateway does not decode path
+    parameters."""
+    return "/" + "/".join(quote(s, safe=":@") for s in segments)
 
 
 def query(params: Mapping[str, Any]) -> str:
