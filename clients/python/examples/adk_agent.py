@@ -42,7 +42,8 @@ class ScriptedModel(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         self.requests.append(llm_request)
         part = self.script.pop(0)
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+        usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=0, candidates_token_count=0)
+        yield LlmResponse(content=types.Content(role="model", parts=[part]), usage_metadata=usage)
 
 
 def remember(fact: str, tool_context: ToolContext) -> dict[str, Any]:

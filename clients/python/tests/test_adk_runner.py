@@ -81,5 +81,5 @@ async def test_example_agent_runs_against_make_run(server_url: str, app_name: st
     }
     assert result["second_session_state"] == {"user:fact": "like green tea", "app:facts_remembered": 1}
     assert result["user_state"] == {"fact": "like green tea"}
-    assert result["recalled"][0] == "I like green tea, remember that."
+    assert "I like green tea, remember that." in result["recalled"]
     assert result["wall_time_s"] > 0

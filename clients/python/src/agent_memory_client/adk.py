@@ -228,7 +228,10 @@ class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
             sessions.extend(_adk_session(remote) for remote in page.sessions)
             next_token = page.next_token
             if not next_token:
-                return ListSessionsResponse(sessions=sessions)
+                break
+        # ADK's order, whatever the listing's: the least recently updated first (an app-wide listing pages by user).
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events (nothing happens when it does not exist)."""
