@@ -13,14 +13,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from agent_memory_client import AsyncClient
-from agent_memory_client.adk import RemoteMemoryService
 from google.adk.events.event import Event
 from google.adk.memory.base_memory_service import BaseMemoryService
 from google.adk.memory.in_memory_memory_service import InMemoryMemoryService
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.session import Session
 from google.genai import types
+
+from agent_memory_client import AsyncClient
+from agent_memory_client.adk import RemoteMemoryService
 
 USER = "test-user"
 OTHER_USER = "another-user"
@@ -173,7 +174,9 @@ async def test_search_memory_is_scoped_by_app(memory_service: BaseMemoryService,
     assert await texts(memory_service, app_name + "-other", "secret", user_id=OTHER_USER) == []
 
 
-async def test_search_memory_ranks_by_number_of_matching_words(memory_service: BaseMemoryService, app_name: str) -> None:
+async def test_search_memory_ranks_by_number_of_matching_words(
+    memory_service: BaseMemoryService, app_name: str
+) -> None:
     await memory_service.add_session_to_memory(
         Session(
             app_name=app_name,
@@ -211,7 +214,12 @@ async def test_add_memory_direct_texts(server_url: str, app_name: str) -> None:
         await service.add_memory(
             app_name=app_name,
             user_id=USER,
-            memories=[MemoryEntry(content=types.Content(parts=[types.Part(text="My cat is called Miso.")]), custom_metadata={"source": "form"})],
+            memories=[
+                MemoryEntry(
+                    content=types.Content(parts=[types.Part(text="My cat is called Miso.")]),
+                    custom_metadata={"source": "form"},
+                )
+            ],
         )
         [memory] = (await service.search_memory(app_name=app_name, user_id=USER, query="cat name Miso")).memories
     assert memory.content.parts[0].text == "My cat is called Miso."

@@ -10,17 +10,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from agent_memory_client import AsyncClient
-from agent_memory_client.adk import RemoteSessionService
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
+from agent_memory_client import AsyncClient
+from agent_memory_client.adk import RemoteSessionService
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import adk_agent  # noqa: E402
+import adk_agent
 
 
 def _comparable(event: Event) -> dict[str, Any]:
@@ -59,12 +59,16 @@ async def test_runner_stores_what_the_in_memory_service_stores(server_url: str, 
     assert [_comparable(e) for e in got.events] == [_comparable(e) for e in expected.events]
     assert [e.author for e in got.events] == ["user", "assistant", "assistant", "assistant"]
     # The tool's writes, scope by scope; temp: never stored, not even in the event's delta.
-    assert got.state == expected.state == {
-        "greeting": "hello",
-        "last_tool": "remember",
-        "user:fact": "like green tea",
-        "app:facts_remembered": 1,
-    }
+    assert (
+        got.state
+        == expected.state
+        == {
+            "greeting": "hello",
+            "last_tool": "remember",
+            "user:fact": "like green tea",
+            "app:facts_remembered": 1,
+        }
+    )
     assert user_state == expected_user_state == {"fact": "like green tea"}
     assert other.state == expected_other.state == {"app:facts_remembered": 1}
     assert all("temp:draft" not in e.actions.state_delta for e in got.events)

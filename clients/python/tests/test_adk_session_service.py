@@ -18,8 +18,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-from agent_memory_client import AsyncClient
-from agent_memory_client.adk import RemoteSessionService
 from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
@@ -27,6 +25,9 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.genai import types
+
+from agent_memory_client import AsyncClient
+from agent_memory_client.adk import RemoteSessionService
 
 
 @pytest.fixture(params=["in_memory", "remote"])
@@ -90,9 +91,15 @@ async def test_create_and_list_sessions(session_service: BaseSessionService, app
 
 
 async def test_list_sessions_all_users(session_service: BaseSessionService, app_name: str) -> None:
-    await session_service.create_session(app_name=app_name, user_id="user1", session_id="session1a", state={"key": "value1a"})
-    await session_service.create_session(app_name=app_name, user_id="user1", session_id="session1b", state={"key": "value1b"})
-    await session_service.create_session(app_name=app_name, user_id="user2", session_id="session2a", state={"key": "value2a"})
+    await session_service.create_session(
+        app_name=app_name, user_id="user1", session_id="session1a", state={"key": "value1a"}
+    )
+    await session_service.create_session(
+        app_name=app_name, user_id="user1", session_id="session1b", state={"key": "value1b"}
+    )
+    await session_service.create_session(
+        app_name=app_name, user_id="user2", session_id="session2a", state={"key": "value2a"}
+    )
 
     sessions_1 = (await session_service.list_sessions(app_name=app_name, user_id="user1")).sessions
     assert len(sessions_1) == 2
@@ -143,7 +150,9 @@ async def test_user_state_is_shared_only_by_user_sessions(session_service: BaseS
 
 
 async def test_session_state_is_not_shared(session_service: BaseSessionService, app_name: str) -> None:
-    session1 = await session_service.create_session(app_name=app_name, user_id="u1", session_id="s1", state={"sk1": "v1"})
+    session1 = await session_service.create_session(
+        app_name=app_name, user_id="u1", session_id="s1", state={"sk1": "v1"}
+    )
     event = Event(invocation_id="inv1", author="user", actions=EventActions(state_delta={"sk2": "v2"}))
     await session_service.append_event(session=session1, event=event)
 
@@ -178,7 +187,9 @@ async def test_temp_state_is_not_persisted_in_state_or_events(
 
 async def test_temp_state_visible_across_sequential_events(session_service: BaseSessionService, app_name: str) -> None:
     session = await session_service.create_session(app_name=app_name, user_id="u1", session_id="s_seq")
-    event1 = Event(invocation_id="inv1", author="agent1", actions=EventActions(state_delta={"temp:output": "result_from_a1"}))
+    event1 = Event(
+        invocation_id="inv1", author="agent1", actions=EventActions(state_delta={"temp:output": "result_from_a1"})
+    )
     await session_service.append_event(session=session, event=event1)
 
     assert session.state.get("temp:output") == "result_from_a1"
@@ -281,7 +292,9 @@ async def test_get_session_with_config(session_service: BaseSessionService, app_
         await session_service.append_event(session, Event(author="user", timestamp=i))
 
     async def events(config: GetSessionConfig | None) -> list[Event]:
-        got = await session_service.get_session(app_name=app_name, user_id=user_id, session_id=session.id, config=config)
+        got = await session_service.get_session(
+            app_name=app_name, user_id=user_id, session_id=session.id, config=config
+        )
         assert got is not None
         return got.events
 
@@ -398,12 +411,24 @@ async def test_append_event_to_stale_session(remote: RemoteSessionService, app_n
     current_time = _now()
     original = await remote.create_session(app_name=app_name, user_id=user_id)
     await remote.append_event(
-        original, Event(invocation_id="inv1", author="user", timestamp=current_time + 1, actions=EventActions(state_delta={"sk1": "v1"}))
+        original,
+        Event(
+            invocation_id="inv1",
+            author="user",
+            timestamp=current_time + 1,
+            actions=EventActions(state_delta={"sk1": "v1"}),
+        ),
     )
     updated = await remote.get_session(app_name=app_name, user_id=user_id, session_id=original.id)
     assert updated is not None
     await remote.append_event(
-        updated, Event(invocation_id="inv2", author="user", timestamp=current_time + 2, actions=EventActions(state_delta={"sk2": "v2"}))
+        updated,
+        Event(
+            invocation_id="inv2",
+            author="user",
+            timestamp=current_time + 2,
+            actions=EventActions(state_delta={"sk2": "v2"}),
+        ),
     )
     # A copy taken before the last append is stale.
     stale = original
@@ -413,7 +438,12 @@ async def test_append_event_to_stale_session(remote: RemoteSessionService, app_n
     with pytest.raises(StaleSessionError, match="modified in storage"):
         await remote.append_event(
             stale,
-            Event(invocation_id="inv3", author="user", timestamp=current_time + 3, actions=EventActions(state_delta={"sk3": "v3"})),
+            Event(
+                invocation_id="inv3",
+                author="user",
+                timestamp=current_time + 3,
+                actions=EventActions(state_delta={"sk3": "v3"}),
+            ),
         )
     final = await remote.get_session(app_name=app_name, user_id=user_id, session_id=original.id)
     assert final is not None
@@ -431,7 +461,12 @@ async def test_concurrent_stale_writers_one_wins(remote: RemoteSessionService, a
         copies = [latest.model_copy(deep=True), latest.model_copy(deep=True)]
         results = await asyncio.gather(
             *(
-                remote.append_event(copy, Event(invocation_id=f"inv{i}-{n}", author="user", actions=EventActions(state_delta={f"sk{i}-{n}": n})))
+                remote.append_event(
+                    copy,
+                    Event(
+                        invocation_id=f"inv{i}-{n}", author="user", actions=EventActions(state_delta={f"sk{i}-{n}": n})
+                    ),
+                )
                 for n, copy in enumerate(copies)
             ),
             return_exceptions=True,
@@ -453,13 +488,24 @@ async def test_compaction_never_makes_a_held_session_stale(
         text = f"turn {i}: the user talks about their trip to Lisbon and the museums there"
         await remote.append_event(
             session,
-            Event(author="user" if i % 2 == 0 else "agent", invocation_id=f"inv{i}", content=types.Content(role="user" if i % 2 == 0 else "model", parts=[types.Part(text=text)])),
+            Event(
+                author="user" if i % 2 == 0 else "agent",
+                invocation_id=f"inv{i}",
+                content=types.Content(role="user" if i % 2 == 0 else "model", parts=[types.Part(text=text)]),
+            ),
         )
     async with AsyncClient(server_url) as client:
         result = await client.compact(app_name, "u1", session.id)
     assert result.compacted, result.reason
 
-    await remote.append_event(session, Event(author="user", invocation_id="after", content=types.Content(role="user", parts=[types.Part(text="and then?")])))
+    await remote.append_event(
+        session,
+        Event(
+            author="user",
+            invocation_id="after",
+            content=types.Content(role="user", parts=[types.Part(text="and then?")]),
+        ),
+    )
     stored = await remote.get_session(app_name=app_name, user_id="u1", session_id=session.id)
     assert stored is not None
     assert stored.events[-1].invocation_id == "after"

@@ -7,9 +7,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
 from agent_memory_client import AsyncClient, Client
 from agent_memory_client.langchain import RemoteChatMessageHistory
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 
 @pytest.fixture
@@ -57,7 +58,10 @@ def test_messages_in_messages_out_clear(client: Client, app_name: str) -> None:
     history.add_messages(conversation()[3:])
     _same(history.messages, conversation())
     # A second reader (another process) sees the same thing.
-    _same(RemoteChatMessageHistory(client, app_name=app_name, user_id="alice", session_id="chat-1").messages, conversation())
+    _same(
+        RemoteChatMessageHistory(client, app_name=app_name, user_id="alice", session_id="chat-1").messages,
+        conversation(),
+    )
     # Other sessions and users are untouched.
     assert RemoteChatMessageHistory(client, app_name=app_name, user_id="bob", session_id="chat-1").messages == []
 
@@ -84,8 +88,17 @@ def test_an_adk_session_reads_as_messages(client: Client, app_name: str) -> None
         session_id,
         [
             {"author": "user", "content": {"role": "user", "parts": [{"text": "What's the weather?"}]}},
-            {"author": "agent", "content": {"role": "model", "parts": [{"function_call": {"id": "f1", "name": "weather", "args": {}}}]}},
-            {"author": "agent", "content": {"role": "user", "parts": [{"function_response": {"id": "f1", "name": "weather", "response": {"result": "sunny"}}}]}},
+            {
+                "author": "agent",
+                "content": {"role": "model", "parts": [{"function_call": {"id": "f1", "name": "weather", "args": {}}}]},
+            },
+            {
+                "author": "agent",
+                "content": {
+                    "role": "user",
+                    "parts": [{"function_response": {"id": "f1", "name": "weather", "response": {"result": "sunny"}}}],
+                },
+            },
             {"author": "agent", "content": {"role": "model", "parts": [{"text": "It is sunny."}]}},
             {"author": "agent", "actions": {"state_delta": {"k": 1}}},  # nothing to say
         ],

@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from agent_memory_client import AsyncClient, Client
-from agent_memory_client.langchain import RemoteCheckpointSaver
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
+
+from agent_memory_client import AsyncClient, Client
+from agent_memory_client.langchain import RemoteCheckpointSaver
 
 
 class State(TypedDict):
@@ -39,7 +40,11 @@ def draft(state: State) -> dict[str, Any]:
 
 def approve(state: State) -> dict[str, Any]:
     answer = interrupt({"question": "Book TP 1234?"})
-    return {"approved": answer == "yes", "messages": [HumanMessage(content=f"Approval: {answer}")], "visits": ["approve"]}
+    return {
+        "approved": answer == "yes",
+        "messages": [HumanMessage(content=f"Approval: {answer}")],
+        "visits": ["approve"],
+    }
 
 
 def confirm(state: State) -> dict[str, Any]:
@@ -68,7 +73,14 @@ def _thread() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:12]}"}}
 
 
-EXPECTED = ["Book me a flight to Lisbon", "Let me look.", "TP 1234 at 9:05", "I can book TP 1234 to Lisbon.", "Approval: yes", "Booked."]
+EXPECTED = [
+    "Book me a flight to Lisbon",
+    "Let me look.",
+    "TP 1234 at 9:05",
+    "I can book TP 1234 to Lisbon.",
+    "Approval: yes",
+    "Booked.",
+]
 
 
 def test_interrupted_graph_resumes_on_the_same_thread(client: Client, app_name: str) -> None:

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
-from agent_memory_client import AsyncClient, Client
-from agent_memory_client.langchain import RemoteStore
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
+
+from agent_memory_client import AsyncClient, Client
+from agent_memory_client.langchain import RemoteStore
 
 
 @pytest.fixture
@@ -70,7 +71,12 @@ def test_search_by_query_finds_the_current_value_only(client: Client, app_name: 
 def test_search_without_query_lists_and_filters(client: Client, app_name: str) -> None:
     store = RemoteStore(client, app_name=app_name)
     for i in range(5):
-        store.put(("carol", "notes"), f"n{i}", {"text": f"note {i}", "rank": i, "kind": "odd" if i % 2 else "even"}, index=False)
+        store.put(
+            ("carol", "notes"),
+            f"n{i}",
+            {"text": f"note {i}", "rank": i, "kind": "odd" if i % 2 else "even"},
+            index=False,
+        )
 
     listed = store.search(("carol", "notes"))
     assert [h.key for h in listed] == ["n4", "n3", "n2", "n1", "n0"]  # most recently updated first

@@ -27,10 +27,12 @@ Written for google-adk 2.x and kept compatible with 1.x (``list_sessions`` witho
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import google.adk.errors as _adk_errors
 from google.adk.events.event import Event
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
@@ -46,29 +48,31 @@ from .errors import AlreadyExists, NotFound, PreconditionFailed
 
 __all__ = ["RemoteMemoryService", "RemoteSessionService"]
 
-try:  # google-adk >= 1.x late / 2.x
-    from google.adk.errors.already_exists_error import AlreadyExistsError
-except ImportError:  # pragma: no cover - older ADK
 
-    class AlreadyExistsError(Exception):  # type: ignore[no-redef]
-        """Stands in for ADK's AlreadyExistsError on versions that do not have it."""
+class _StaleSession(ValueError):
+    """Stands in for ADK's StaleSessionError on versions that do not have it (a ValueError, as ADK's is)."""
 
 
-try:
-    from google.adk.errors.session_not_found_error import SessionNotFoundError
-except ImportError:  # pragma: no cover - older ADK
-
-    class SessionNotFoundError(ValueError):  # type: ignore[no-redef]
-        """Stands in for ADK's SessionNotFoundError on versions that do not have it."""
+class _AlreadyExists(Exception):
+    """Stands in for ADK's AlreadyExistsError on versions that do not have it."""
 
 
-try:
-    from google.adk.errors import StaleSessionError
-except ImportError:  # pragma: no cover - older ADK
+class _SessionNotFound(ValueError):
+    """Stands in for ADK's SessionNotFoundError on versions that do not have it."""
 
-    class StaleSessionError(ValueError):  # type: ignore[no-redef]
-        """Stands in for ADK's StaleSessionError on versions that do not have it."""
 
+def _adk_error(module: str, name: str, fallback: type[Exception]) -> type[Exception]:
+    # ADK 1.x releases differ in which of these exist: use ADK's own class when there is one.
+    try:
+        found = getattr(importlib.import_module(f"google.adk.errors.{module}"), name)
+    except (ImportError, AttributeError):
+        found = getattr(_adk_errors, name, fallback)
+    return found if isinstance(found, type) and issubclass(found, Exception) else fallback
+
+
+StaleSessionError = _adk_error("_stale_session_error", "StaleSessionError", _StaleSession)
+AlreadyExistsError = _adk_error("already_exists_error", "AlreadyExistsError", _AlreadyExists)
+SessionNotFoundError = _adk_error("session_not_found_error", "SessionNotFoundError", _SessionNotFound)
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -309,6 +313,18 @@ def _memory_event(event: Event, metadata: Mapping[str, object] | None) -> dict[s
     return data
 
 
+def _memory_entry(hit: wire.MemoryEntry) -> MemoryEntry:
+    fields: dict[str, Any] = {
+        "id": hit.id,
+        "content": types.Content.model_validate_json(hit.content.model_dump_json(exclude_none=True)),
+        "author": hit.author,
+        "timestamp": hit.timestamp,
+        "custom_metadata": dict(hit.custom_metadata),
+    }
+    # ADK 1.x's MemoryEntry has no id nor custom_metadata.
+    return MemoryEntry(**{name: value for name, value in fields.items() if name in MemoryEntry.model_fields})
+
+
 class RemoteMemoryService(BaseMemoryService):  # type: ignore[misc]
     """ADK's ``BaseMemoryService`` over the agent memory API's long-term memory.
 
@@ -390,7 +406,7 @@ class RemoteMemoryService(BaseMemoryService):  # type: ignore[misc]
             if not text.strip():
                 continue
             item: dict[str, Any] = {"text": text}
-            metadata = {**memory.custom_metadata, **_json_safe(dict(custom_metadata or {}))}
+            metadata = {**(getattr(memory, "custom_metadata", None) or {}), **_json_safe(dict(custom_metadata or {}))}
             if metadata:
                 item["metadata"] = metadata
             if memory.timestamp:
@@ -404,18 +420,7 @@ class RemoteMemoryService(BaseMemoryService):  # type: ignore[misc]
         if not query.strip():
             return SearchMemoryResponse()
         hits = await self._client.search_memories(app_name, user_id, query, top_k=self.top_k, min_score=self.min_score)
-        return SearchMemoryResponse(
-            memories=[
-                MemoryEntry(
-                    id=hit.id,
-                    content=types.Content.model_validate_json(hit.content.model_dump_json(exclude_none=True)),
-                    author=hit.author,
-                    timestamp=hit.timestamp,
-                    custom_metadata=dict(hit.custom_metadata),
-                )
-                for hit in hits
-            ]
-        )
+        return SearchMemoryResponse(memories=[_memory_entry(hit) for hit in hits])
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         """Forget one memory (an id from ``search_memory``); it is not saved again by a later save."""

@@ -402,7 +402,9 @@ class _Thread:
                 values[channel] = _untyped(serde, blob)
         writes = self.writes.get((ns, checkpoint_id), {})
         ordered = sorted(writes.items(), key=lambda item: writes_sort_key(item[1][2], *item[0]))
-        pending: list[PendingWrite] = [(task_id, channel, _untyped(serde, value)) for (task_id, _), (channel, value, _) in ordered]
+        pending: list[PendingWrite] = [
+            (task_id, channel, _untyped(serde, value)) for (task_id, _), (channel, value, _) in ordered
+        ]
 
         def config(cid: str) -> RunnableConfig:
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
@@ -517,60 +519,14 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
                 if found is not None and _matches(dict(found.metadata), filter):
                     yield found
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """The checkpoints of a thread (``config``'s, else every thread of this app and user), newest first."""
-        if config is not None:
-            thread_ids = [str(config["configurable"]["thread_id"])]
-        else:
-            thread_ids = [s.id for s in self._sync().iter_sessions(self.app_name, self.user_id)]
-        count = 0
-        for thread_id in thread_ids:
-            thread = self._read(thread_id)
-            if thread is None:
-                continue
-            for found in self._listed(thread_id, thread, config, filter, before):
-                if limit is not None and count >= limit:
-                    return
-                count += 1
-                yield found
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async ``list``."""
-        if config is not None:
-            thread_ids = [str(config["configurable"]["thread_id"])]
-        elif self.async_client is None:
-            thread_ids = await _in_thread(lambda: [s.id for s in self._sync().iter_sessions(self.app_name, self.user_id)])
-        else:
-            thread_ids = [s.id async for s in self.async_client.iter_sessions(self.app_name, self.user_id)]
-        count = 0
-        for thread_id in thread_ids:
-            thread = await self._aread(thread_id)
-            if thread is None:
-                continue
-            for found in self._listed(thread_id, thread, config, filter, before):
-                if limit is not None and count >= limit:
-                    return
-                count += 1
-                yield found
-
     # --- writing ----------------------------------------------------------------------------------------------
 
     def _put_events(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> tuple[str, list[dict[str, Any]], RunnableConfig]:
         conf = _configurable(config)
         thread_id = str(conf["thread_id"])
@@ -581,7 +537,9 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
             [channel, version, _typed(self.serde, values[channel]) if channel in values else ["empty", ""]]
             for channel, version in new_versions.items()
         ]
-        events = self._message_events(thread_id, values.get(self.messages_key) if self.messages_key in new_versions else None)
+        events = self._message_events(
+            thread_id, values.get(self.messages_key) if self.messages_key in new_versions else None
+        )
         events.append(
             {
                 "id": "lgc-" + _digest(thread_id, ns, checkpoint["id"], _now()),
@@ -684,7 +642,11 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
             self._appended(thread_id, batch)
 
     def put(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint (the values of the channels in ``new_versions``) and the graph's new messages."""
         thread_id, events, next_config = self._put_events(config, checkpoint, metadata, new_versions)
@@ -692,7 +654,11 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
         return next_config
 
     async def aput(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async ``put``."""
         thread_id, events, next_config = self._put_events(config, checkpoint, metadata, new_versions)
@@ -725,6 +691,60 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
             return
         await self.async_client.delete_session(self.app_name, self.user_id, thread_id)
         self._recorded.pop(thread_id, None)
+
+    # --- listing (last: the method named list shadows the builtin in the class body) --------------------
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints of a thread (``config``'s, else every thread of this app and user), newest first."""
+        if config is not None:
+            thread_ids = [str(config["configurable"]["thread_id"])]
+        else:
+            thread_ids = [s.id for s in self._sync().iter_sessions(self.app_name, self.user_id)]
+        count = 0
+        for thread_id in thread_ids:
+            thread = self._read(thread_id)
+            if thread is None:
+                continue
+            for found in self._listed(thread_id, thread, config, filter, before):
+                if limit is not None and count >= limit:
+                    return
+                count += 1
+                yield found
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async ``list``."""
+        if config is not None:
+            thread_ids = [str(config["configurable"]["thread_id"])]
+        elif self.async_client is None:
+            thread_ids = await _in_thread(
+                lambda: [s.id for s in self._sync().iter_sessions(self.app_name, self.user_id)]
+            )
+        else:
+            thread_ids = [s.id async for s in self.async_client.iter_sessions(self.app_name, self.user_id)]
+        count = 0
+        for thread_id in thread_ids:
+            thread = await self._aread(thread_id)
+            if thread is None:
+                continue
+            for found in self._listed(thread_id, thread, config, filter, before):
+                if limit is not None and count >= limit:
+                    return
+                count += 1
+                yield found
 
 
 def _without_conflict(batch: list[dict[str, Any]], exc: EventIdConflict) -> list[dict[str, Any]]:
@@ -760,18 +780,21 @@ def _parse_item_key(state_key: str) -> tuple[tuple[str, ...], str] | None:
     return tuple(path[:-1]), path[-1]
 
 
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "$eq": lambda a, b: bool(a == b),
+    "$ne": lambda a, b: bool(a != b),
+    "$gt": lambda a, b: a is not None and bool(a > b),
+    "$gte": lambda a, b: a is not None and bool(a >= b),
+    "$lt": lambda a, b: a is not None and bool(a < b),
+    "$lte": lambda a, b: a is not None and bool(a <= b),
+}
+
+
 def _compare(value: Any, condition: Any) -> bool:
+    """LangGraph's filter semantics: a value, or ``{"$op": operand, ...}`` (all must hold)."""
     if isinstance(condition, dict) and condition and all(str(k).startswith("$") for k in condition):
-        checks = {
-            "$eq": lambda a, b: a == b,
-            "$ne": lambda a, b: a != b,
-            "$gt": lambda a, b: a is not None and a > b,
-            "$gte": lambda a, b: a is not None and a >= b,
-            "$lt": lambda a, b: a is not None and a < b,
-            "$lte": lambda a, b: a is not None and a <= b,
-        }
         try:
-            return all(checks[op](value, operand) for op, operand in condition.items())
+            return all(_OPERATORS[op](value, operand) for op, operand in condition.items())
         except (KeyError, TypeError):
             return False
     return bool(value == condition)
@@ -942,9 +965,7 @@ class RemoteStore(BaseStore):  # type: ignore[misc]
             "id": "lgs-" + _digest(state_key, revision),
             "author": "user",
             "content": {"role": "user", "parts": [{"text": _memory_text(value, fields)}]},
-            "custom_metadata": {
-                _STORE_META: {"namespace": list(label), "key": op.key, "revision": revision}
-            },
+            "custom_metadata": {_STORE_META: {"namespace": list(label), "key": op.key, "revision": revision}},
         }
         return delta, memory
 
@@ -1060,7 +1081,9 @@ def _select_namespaces(namespaces: set[tuple[str, ...]], op: ListNamespacesOp) -
             path = tuple(condition.path)
             if len(namespace) < len(path):
                 return False
-            part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
+            part = (
+                namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
+            )
             if not all(p in ("*", n) for p, n in zip(path, part, strict=True)):
                 return False
         return True
@@ -1088,9 +1111,7 @@ class _AsyncBacked:
     async def run(self, op: SearchOp | ListNamespacesOp) -> Result:
         store = self.store
         if isinstance(op, ListNamespacesOp):
-            prefix = next(
-                (tuple(c.path) for c in op.match_conditions or () if c.match_type == "prefix"), ()
-            )
+            prefix = next((tuple(c.path) for c in op.match_conditions or () if c.match_type == "prefix"), ())
             namespaces: set[tuple[str, ...]] = set()
             for user_id in await self._users(prefix):
                 for state_key, stored in (await store._aitems(user_id)).items():
