@@ -177,3 +177,41 @@ def test_delete_thread(client: Client, app_name: str) -> None:
     saver.delete_thread(config["configurable"]["thread_id"])
     assert saver.get_tuple(config) is None
     assert list(saver.list(config)) == []
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def echo(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(content=f"You said: {state['messages'][-1].content}")]}
+
+
+def test_compaction_and_memory_saves_see_the_conversation(client: Client, app_name: str) -> None:
+    """The thread is an ordinary session: the server compacts it and saves it to long-term memory from its message
+    events, and the graph still reads its state from its checkpoints afterwards."""
+    builder = StateGraph(Chat)
+    builder.add_node("echo", echo)
+    builder.add_edge(START, "echo")
+    builder.add_edge("echo", END)
+    chat = builder.compile(checkpointer=RemoteCheckpointSaver(client, app_name=app_name, user_id="carol"))
+    config = _thread()
+    thread_id = config["configurable"]["thread_id"]
+    said = [f"Day {i}: I walked along the river in Lisbon and had a pastel de nata" for i in range(8)]
+    for text in said:
+        chat.invoke({"messages": [HumanMessage(content=text)]}, config)
+
+    compacted = client.compact(app_name, "carol", thread_id)
+    assert compacted.compacted, compacted.reason
+    assert compacted.event is not None and "Lisbon" in compacted.event.model_dump_json()
+
+    # (make run's auto-save may have saved some already: each event is saved once either way.)
+    client.save_memories(app_name, "carol", session_id=thread_id)
+    hits = client.search_memories(app_name, "carol", "pastel de nata by the river in Lisbon", top_k=100)
+    # The user's messages (the default policy), all of them, and nothing of the checkpoints.
+    assert sorted(hit.text for hit in hits) == sorted(said)
+
+    fresh = builder.compile(checkpointer=RemoteCheckpointSaver(client, app_name=app_name, user_id="carol"))
+    out = fresh.invoke({"messages": [HumanMessage(content="bye")]}, config)
+    assert [m.content for m in out["messages"]][-4:] == [said[-1], f"You said: {said[-1]}", "bye", "You said: bye"]
+    assert len(out["messages"]) == 2 * len(said) + 2
