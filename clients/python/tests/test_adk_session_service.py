@@ -510,3 +510,11 @@ async def test_compaction_never_makes_a_held_session_stale(
     assert stored is not None
     assert stored.events[-1].invocation_id == "after"
     assert any(e.actions.compaction for e in stored.events)
+
+
+async def test_get_app_state(remote: RemoteSessionService, app_name: str) -> None:
+    """Not part of ADK's interface: the app's state without a session, keys without their prefix."""
+    assert await remote.get_app_state(app_name=app_name) == {}
+    session = await remote.create_session(app_name=app_name, user_id="u1", state={"app:plan": "pro", "user:x": 1})
+    await remote.append_event(session, Event(author="system", actions=EventActions(state_delta={"app:seats": 3})))
+    assert await remote.get_app_state(app_name=app_name) == {"plan": "pro", "seats": 3}
