@@ -1,4 +1,6 @@
-"""GET /apps/{app_name}/users/{user_id}/sessions/{session_id}: a session with one page of its events and merged state.
+"""GET /apps/{app_name}/users/{user_id}/sessions/{session_id}: a session with one page of its events and merged state;
+GET /apps/{app_name}/users/{user_id}/state and GET /apps/{app_name}/state: the user's and the app's state (keys with
+their ``user:`` / ``app:`` prefix; ``{}`` when none, never 404).
 
 Pages: ``limit`` (1-1000 events) and ``next_token`` (from the previous page); every page also stops before the
 response would pass the response cap, so a request without paging parameters may answer a first page and a
@@ -28,6 +30,16 @@ def get_session(
         app_name, user_id, session_id, num_recent_events, after_timestamp, limit, next_token
     )
     return json_response(200, session, {"ETag": f'"{session["version"]}"'})
+
+
+@app.get("/apps/<app_name>/users/<user_id>/state")
+def get_user_state(app_name: AppName, user_id: UserId) -> Response[str]:
+    return json_response(200, services().sessions.get_user_state(app_name, user_id))
+
+
+@app.get("/apps/<app_name>/state")
+def get_app_state(app_name: AppName) -> Response[str]:
+    return json_response(200, services().sessions.get_app_state(app_name))
 
 
 lambda_handler = lambda_entry(app)

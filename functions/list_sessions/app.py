@@ -1,7 +1,9 @@
-"""GET /apps/{app_name}/users/{user_id}/sessions: one page of the user's sessions, without events.
+"""GET /apps/{app_name}/users/{user_id}/sessions: one page of the user's sessions, oldest ``last_update_time`` first;
+GET /apps/{app_name}/sessions: one page of the sessions of every user of the app, by user id then session id.
 
-A page holds at most ``limit`` sessions (1-100, default 20), fewer when their state would pass the response cap;
-``next_token`` continues it.
+Sessions come without events, each with its merged state (session, ``user:`` and ``app:`` keys). A page holds at
+most ``limit`` sessions (1-100, default 20), fewer when their state would pass the response cap; ``next_token``
+continues it.
 """
 
 from aws_lambda_powertools.event_handler import Response
@@ -18,6 +20,11 @@ def list_sessions(
     app_name: AppName, user_id: UserId, limit: Limit = None, next_token: NextToken = None
 ) -> Response[str]:
     return json_response(200, services().sessions.list_sessions(app_name, user_id, limit, next_token))
+
+
+@app.get("/apps/<app_name>/sessions")
+def list_app_sessions(app_name: AppName, limit: Limit = None, next_token: NextToken = None) -> Response[str]:
+    return json_response(200, services().sessions.list_sessions(app_name, None, limit, next_token))
 
 
 lambda_handler = lambda_entry(app)

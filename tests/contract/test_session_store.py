@@ -218,6 +218,64 @@ def test_list_pages_through_every_session_once(store: SessionStore) -> None:
     assert seen == ids
 
 
+def test_a_users_list_is_ordered_by_last_update_then_id_with_merged_state(store: SessionStore) -> None:
+    for sid, now in [("a", 1003.0), ("b", 1001.0), ("c", 1002.0), ("d", 1001.0)]:
+        store.create_session(record(SessionKey("app", "alice", sid), now=now), split_delta({"own": sid}))
+    store.append_events(SessionKey("app", "alice", "b"), [event("e1", 1005.0, delta={"user:u": 1, "app:t": 2})], None)
+    seen: list[SessionRecord] = []
+    after = None
+    while True:
+        page, after = store.list_sessions("app", "alice", 2, after)
+        seen.extend(page)
+        if after is None:
+            break
+    assert [(r.session_id, r.update_time) for r in seen] == [("d", 1001.0), ("c", 1002.0), ("a", 1003.0), ("b", 1005.0)]
+    assert all(r.state == {"own": r.session_id} for r in seen)
+    assert all(r.user_state == {"u": 1} and r.app_state == {"t": 2} for r in seen)
+
+
+def test_a_session_updated_between_pages_moves_forward_and_none_is_skipped(store: SessionStore) -> None:
+    for i in range(4):
+        store.create_session(record(SessionKey("app", "alice", f"s{i}"), now=1000.0 + i), ScopedDelta())
+    first, after = store.list_sessions("app", "alice", 2, None)
+    assert [r.session_id for r in first] == ["s0", "s1"] and after is not None
+    store.append_events(SessionKey("app", "alice", "s0"), [event("e1", 2000.0)], None)
+    rest, last = store.list_sessions("app", "alice", 10, after)
+    assert [r.session_id for r in rest] == ["s2", "s3", "s0"] and last is None
+
+
+def test_the_app_listing_pages_through_every_users_sessions_once(store: SessionStore) -> None:
+    expected = []
+    for user in ["bob", "alice", "carol"]:
+        for sid in ["s2", "s1"]:
+            store.create_session(record(SessionKey("app", user, sid)), split_delta({f"user:{user}": True}))
+            expected.append((user, sid))
+    store.create_session(record(SessionKey("other", "alice", "s9")), ScopedDelta())
+    store.create_session(record(SessionKey("app", "dave", "gone")), ScopedDelta())
+    store.delete_session(SessionKey("app", "dave", "gone"))
+    store.append_events(SessionKey("app", "bob", "s1"), [event("e1", 1001.0, delta={"app:tier": "pro"})], None)
+    seen: list[SessionRecord] = []
+    after = None
+    while True:
+        page, after = store.list_app_sessions("app", 4, after)
+        assert len(page) <= 4
+        seen.extend(page)
+        if after is None:
+            break
+    assert [(r.user_id, r.session_id) for r in seen] == sorted(expected)
+    assert all(r.user_state == {r.user_id: True} and r.app_state == {"tier": "pro"} for r in seen)
+    assert store.list_app_sessions("nobody", 4, None) == ([], None)
+
+
+def test_user_and_app_state_read_without_a_session(store: SessionStore) -> None:
+    assert store.get_user_state("app", "alice") == {} and store.get_app_state("app") == {}
+    store.create_session(record(), split_delta({"user:name": "Ann", "app:tier": "pro", "k": 1}))
+    store.delete_session(KEY)  # user and app state outlive the session
+    assert store.get_user_state("app", "alice") == {"name": "Ann"}
+    assert store.get_app_state("app") == {"tier": "pro"}
+    assert store.get_user_state("app", "bob") == {} and store.get_app_state("other") == {}
+
+
 def test_delete_removes_session_and_events_and_is_idempotent(store: SessionStore) -> None:
     store.create_session(record(), ScopedDelta())
     store.append_events(KEY, [event("e1", 1001.0, text="y" * 5000)], None)
@@ -270,6 +328,45 @@ def test_a_compaction_of_the_live_incarnation_lands(store: SessionStore) -> None
     assert stored is not None and stored["seq"] == 2
     got = store.get_session(KEY)
     assert got is not None and got.summary_event_id == "c1" and got.summary_end_seq == 1
+
+
+def test_a_compaction_keeps_the_version_and_last_update_time(store: SessionStore) -> None:
+    """Server-authored events never invalidate a client's If-Match: the version counts client appends only."""
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    store.append_compaction(KEY, event("c1", 5000.0), 1, 0, incarnation=live.incarnation)
+    got = store.get_session(KEY)
+    assert got is not None and got.version == 1 and got.update_time == 1001.0 and got.last_seq == 2
+    # The version the client held before the compaction still guards its next append, which takes the next seq.
+    after = store.append_events(KEY, [event("e2", 1002.0)], 1)
+    assert after.version == 2 and after.events[0]["seq"] == 3
+    assert [e["seq"] for e in store.read_events(KEY, EventQuery())] == [1, 2, 3]
+
+
+def test_an_append_racing_a_compaction_never_shares_its_seq(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append reads the counters, a compaction commits (last_seq moves, the version does not), then the append
+    writes: its transaction must not commit with the seqs it numbered from the stale last_seq."""
+    store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET))
+    live, _ = store.create_session(record(), ScopedDelta())
+    store.append_events(KEY, [event("e1", 1001.0)], None)
+    read_counters = store._read_counters
+    raced: list[str] = []
+
+    def read_then_compact(key: SessionKey) -> Any:
+        counters = read_counters(key)
+        if not raced:  # once, between the append's read and its write
+            raced.append("compacted")
+            assert store.append_compaction(key, event("c1", 1001.5), 1, 0, incarnation=live.incarnation) is not None
+        return counters
+
+    monkeypatch.setattr(store, "_read_counters", read_then_compact)
+    result = store.append_events(KEY, [event("e2", 1002.0)], 1)  # If-Match taken before the compaction
+    assert raced and result.version == 2 and result.events[0]["seq"] == 3
+    seqs = [int(i["seq"]["N"]) for i in aws["dynamodb"].scan(TableName=TABLE)["Items"] if "seq" in i]
+    assert sorted(seqs) == [1, 2, 3]
+    assert [(e["id"], e["seq"]) for e in store.read_events(KEY, EventQuery())] == [("e1", 1), ("c1", 2), ("e2", 3)]
 
 
 # --- paged reads ------------------------------------------------------------------------------------------------

@@ -167,19 +167,26 @@ _IF_MATCH = (
 )
 
 
+# A strict create sends "*"; anything else is refused (400), never a 5xx.
+_IF_NONE_MATCH = ("*", "*", "*\t*", '"1"', "W/*", "**", "", '"*"', "*, *", "\u00e9")
+
+
 def _headers(with_if_match: bool) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
     content_type = st.sampled_from(
         ("application/json", "application/json", "text/plain", "application/json; charset=latin-1", "")
     )
     if_match = st.one_of(st.none(), st.sampled_from(_IF_MATCH)) if with_if_match else st.none()
+    if_none_match = st.one_of(st.none(), st.sampled_from(_IF_NONE_MATCH)) if with_if_match else st.none()
 
-    def build(ct: str, im: str | None) -> tuple[tuple[str, str], ...]:
+    def build(ct: str, im: str | None, inm: str | None) -> tuple[tuple[str, str], ...]:
         headers = [("content-type", ct)] if ct else []
         if im is not None:
             headers.append(("if-match", im.encode("utf-8").decode("latin-1")))
+        if inm is not None:
+            headers.append(("if-none-match", inm.encode("utf-8").decode("latin-1")))
         return tuple(headers)
 
-    return st.builds(build, content_type, if_match)
+    return st.builds(build, content_type, if_match, if_none_match)
 
 
 # --- JSON values -----------------------------------------------------------------------------------------
@@ -547,6 +554,7 @@ def bodies(route_body: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes | None
 _QUERY_PARAMS = {
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}": ("num_recent_events", "after_timestamp"),
     "GET /apps/{app_name}/users/{user_id}/sessions": ("limit", "next_token"),
+    "GET /apps/{app_name}/sessions": ("limit", "next_token"),
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": (
         "format",
         "max_tokens",

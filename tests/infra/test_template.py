@@ -21,6 +21,9 @@ EVENTS_DIR = ROOT / "events"
 EXPECTED_ROUTES = {
     ("POST", "/apps/{app_name}/users/{user_id}/sessions"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions"),
+    ("GET", "/apps/{app_name}/sessions"),
+    ("GET", "/apps/{app_name}/users/{user_id}/state"),
+    ("GET", "/apps/{app_name}/state"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),

@@ -67,9 +67,9 @@ def test_adk_camel_case_event_round_trips_in_snake_case(api: Api) -> None:
     assert stored["actions"]["transfer_to_agent"] == "writer"
     assert stored["long_running_tool_ids"] == ["call-1"] and stored["turn_complete"] is True
     assert stored["custom_metadata"] == {"trace": {"span": "abc"}, "score": 0.5}
-    # Fields this service does not model are kept as sent.
-    assert stored["usageMetadata"] == {"promptTokenCount": 12, "candidatesTokenCount": 7}
-    assert stored["outputTranscription"] == {"text": "checking", "finished": True}
+    # Fields this service does not model are kept, their names snake_case as ADK's own JSON has them.
+    assert stored["usage_metadata"] == {"prompt_token_count": 12, "candidates_token_count": 7}
+    assert stored["output_transcription"] == {"text": "checking", "finished": True}
 
     session = api.get("s1").body
     assert session["events"] == [stored]
@@ -311,3 +311,24 @@ def test_an_event_whose_answer_could_not_fit_a_response_is_refused_before_it_is_
     reply = api.append("big", batch)
     assert reply.status == 413 and reply.error["field"] == "events"
     assert api.get("big").body["events"] == []
+
+
+def test_unmodelled_event_fields_come_back_snake_case(api: Api) -> None:
+    api.create(session_id="s1")
+    event = text_event(
+        "hi",
+        author="model",
+        usageMetadata={"promptTokenCount": 3, "candidatesTokenCount": 1},
+        outputTranscription={"text": "hi", "finished": True},
+        actions={"stateDelta": {"camelKey": 1}, "agentState": {"myKey": 1}},
+        customMetadata={"traceId": "t"},
+    )
+    stored = api.append("s1", event)
+    assert stored.status == 201, stored.body
+    for got in (stored.body, api.get("s1").body["events"][0]):
+        assert got["usage_metadata"] == {"prompt_token_count": 3, "candidates_token_count": 1}
+        assert got["output_transcription"] == {"text": "hi", "finished": True}
+        assert got["actions"]["state_delta"] == {"camelKey": 1} and got["actions"]["agent_state"] == {"myKey": 1}
+        assert got["custom_metadata"] == {"traceId": "t"}
+        assert "usageMetadata" not in got and "outputTranscription" not in got
+    assert api.get("s1").body["state"] == {"camelKey": 1}

@@ -205,3 +205,19 @@ def test_prompt_template_without_placeholder_is_rejected_at_start_up(monkeypatch
     with pytest.raises(ValueError, match="conversation_history"):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     settings.cache_clear()
+
+
+def test_an_if_match_taken_before_a_scheduled_compaction_still_matches_after_it(api: Api) -> None:
+    """An agent holding the session across the schedule's compaction appends without a stale-session error."""
+    api.create(session_id="s1")
+    chat(api, "s1", 5)
+    held = api.get("s1")
+    etag, update_time = held.headers["etag"], held.body["last_update_time"]
+    assert sweep()["compacted"] == 1
+    after = api.get("s1")
+    assert any("compaction" in e.get("actions", {}) for e in after.body["events"])  # the summary is there
+    assert after.headers["etag"] == etag and after.body["last_update_time"] == update_time
+    reply = api.append("s1", {"role": "user", "content": "next"}, headers={"If-Match": etag})
+    assert reply.status == 201, reply.body
+    seqs = [e["seq"] for e in api.get("s1").body["events"]]
+    assert seqs == sorted(set(seqs))  # no seq shared by the summary and the append

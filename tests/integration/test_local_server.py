@@ -99,6 +99,51 @@ def test_local_server_serves_the_session_lifecycle(base_url: str) -> None:
         assert http.get("/apps/demo/users/alice/sessions/trip").status_code == 404
 
 
+def test_local_server_serves_what_adk_needs(base_url: str) -> None:
+    """State reads, both listings, strict create and an If-Match that outlives a compaction, on each backend."""
+    app = f"adk-{time.monotonic_ns()}"  # the module's server is shared: an app of this test's own
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        sessions = f"/apps/{app}/users/ann/sessions"
+        for sid in ["b", "a"]:
+            reply = http.post(sessions, json={"session_id": sid, "state": {"own": sid}}, headers={"If-None-Match": "*"})
+            assert reply.status_code == 201
+        taken = http.post(sessions, json={"session_id": "a"}, headers={"If-None-Match": "*"})
+        assert taken.status_code == 409 and taken.json()["error"]["code"] == "already_exists"
+        http.post(f"/apps/{app}/users/bob/sessions", json={"session_id": "c", "state": {"app:tier": "pro"}})
+        turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(12)]
+        delta = {
+            "author": "user",
+            "actions": {"state_delta": {"user:lang": "pt"}},
+            "usageMetadata": {"totalTokenCount": 1},
+        }
+        assert http.post(f"{sessions}/b/events", json={"events": [*turns, delta]}).status_code == 201
+
+        assert http.get(f"/apps/{app}/users/ann/state").json()["state"] == {"user:lang": "pt"}
+        assert http.get(f"/apps/{app}/state").json()["state"] == {"app:tier": "pro"}
+        listed = http.get(sessions).json()["sessions"]
+        assert [s["id"] for s in listed] == ["a", "b"]  # b was appended to last
+        assert listed[0]["state"] == {"own": "a", "user:lang": "pt", "app:tier": "pro"}
+        everyone = http.get(f"/apps/{app}/sessions", params={"limit": 2}).json()
+        rest = http.get(f"/apps/{app}/sessions", params={"next_token": everyone["next_token"]}).json()
+        assert [(s["user_id"], s["id"]) for s in everyone["sessions"] + rest["sessions"]] == [
+            ("ann", "a"),
+            ("ann", "b"),
+            ("bob", "c"),
+        ]
+
+        etag = http.get(f"{sessions}/b").headers["etag"]
+        assert http.post(f"{sessions}/b/compact").json()["compacted"] is True
+        after = http.get(f"{sessions}/b")
+        assert after.headers["etag"] == etag
+        assert after.json()["events"][-2]["usage_metadata"] == {"total_token_count": 1}
+        appended = http.post(
+            f"{sessions}/b/events", json={"role": "user", "content": "go on"}, headers={"If-Match": etag}
+        )
+        assert appended.status_code == 201
+        seqs = [e["seq"] for e in http.get(f"{sessions}/b").json()["events"]]
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
 def test_local_server_answers_json_errors(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=10) as http:
         bad = http.post(

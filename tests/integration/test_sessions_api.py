@@ -208,9 +208,115 @@ def test_unknown_route_is_a_json_404(api: Api) -> None:
     assert reply.status == 404 and reply.error["code"] == "route_not_found"
 
 
-def test_list_is_one_request_per_page(api: Api, counter: RequestCounter) -> None:
+def test_list_is_one_query_and_one_state_read_per_page(api: Api, counter: RequestCounter) -> None:
     for i in range(5):
         api.create(session_id=f"s{i}")
     counter.reset()
     api.request("GET", "/apps/app/users/alice/sessions", query={"limit": 2})
-    assert counter.calls == [("dynamodb", "Query")]
+    # The user's partition (sessions and user state), then the app's state.
+    assert counter.calls == [("dynamodb", "Query"), ("dynamodb", "BatchGetItem")]
+
+
+def test_a_users_list_is_oldest_update_first_with_merged_state(api: Api) -> None:
+    for sid in ["a", "b", "c"]:
+        assert api.create(session_id=sid, state={"own": sid}).status == 201
+    assert api.append("a", text_event("later", actions={"state_delta": {"user:u": 1, "app:t": 2}})).status == 201
+    listed: list[dict[str, Any]] = []
+    token = None
+    while True:
+        query = {"limit": 2} | ({"next_token": token} if token else {})
+        reply = api.request("GET", "/apps/app/users/alice/sessions", query=query)
+        assert reply.status == 200
+        listed += reply.body["sessions"]
+        token = reply.body["next_token"]
+        if token is None:
+            break
+    times = [s["last_update_time"] for s in listed]
+    assert times == sorted(times) and [s["id"] for s in listed][-1] == "a"
+    assert {s["id"]: s["state"] for s in listed} == {
+        sid: {"own": sid, "user:u": 1, "app:t": 2} for sid in ["a", "b", "c"]
+    }
+    assert all("events" not in s and s["user_id"] == "alice" for s in listed)
+
+
+def test_the_app_wide_list_pages_through_every_user_by_user_then_id(api: Api, counter: RequestCounter) -> None:
+    for user in ["bob", "alice"]:
+        for sid in ["s2", "s1"]:
+            api.create(user=user, session_id=sid, state={"user:name": user})
+    api.create(app="other", user="carol", session_id="x")
+    listed: list[dict[str, Any]] = []
+    token = None
+    counter.reset()
+    while True:
+        query = {"limit": 3} | ({"next_token": token} if token else {})
+        reply = api.request("GET", "/apps/app/sessions", query=query)
+        assert reply.status == 200, reply.body
+        listed += reply.body["sessions"]
+        token = reply.body["next_token"]
+        if token is None:
+            break
+    assert [(s["user_id"], s["id"]) for s in listed] == [("alice", "s1"), ("alice", "s2"), ("bob", "s1"), ("bob", "s2")]
+    assert all(s["state"] == {"user:name": s["user_id"]} and "events" not in s for s in listed)
+    # Per page: one query of the sparse index, one BatchGetItem (sessions, their users' and the app's state).
+    assert counter.calls == [("dynamodb", "Query"), ("dynamodb", "BatchGetItem")] * 2
+    assert ("dynamodb", "Scan") not in counter.calls
+
+
+def test_the_app_wide_list_leaves_out_deleted_sessions_and_rejects_a_users_token(api: Api) -> None:
+    for sid in ["s1", "s2", "s3"]:
+        api.create(session_id=sid)
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s2").status == 204
+    reply = api.request("GET", "/apps/app/sessions")
+    assert [s["id"] for s in reply.body["sessions"]] == ["s1", "s3"] and reply.body["next_token"] is None
+    user_token = api.request("GET", "/apps/app/users/alice/sessions", query={"limit": 1}).body["next_token"]
+    bad = api.request("GET", "/apps/app/sessions", query={"next_token": user_token})
+    assert bad.status == 400 and bad.error["field"] == "next_token"
+    assert api.request("GET", "/apps/app/sessions", query={"limit": 101}).status == 400
+    assert api.request("GET", "/apps/nobody/sessions").body == {"sessions": [], "next_token": None}
+
+
+def test_user_and_app_state_routes(api: Api) -> None:
+    assert api.request("GET", "/apps/app/users/alice/state").body == {
+        "app_name": "app",
+        "user_id": "alice",
+        "state": {},
+    }
+    assert api.request("GET", "/apps/app/state").body == {"app_name": "app", "state": {}}
+    api.create(session_id="s1", state={"user:lang": "fr", "app:tier": "pro", "k": 1, "temp:x": 1})
+    api.append("s1", text_event("hi", actions={"state_delta": {"user:n": {"deep": [1, 2.5]}}}))
+    user = api.request("GET", "/apps/app/users/alice/state")
+    assert user.status == 200
+    assert user.body == {
+        "app_name": "app",
+        "user_id": "alice",
+        "state": {"user:lang": "fr", "user:n": {"deep": [1, 2.5]}},
+    }
+    assert api.request("GET", "/apps/app/state").body == {"app_name": "app", "state": {"app:tier": "pro"}}
+    # Another user of the app shares the app state, not the user state; neither route ever answers 404.
+    assert api.request("GET", "/apps/app/users/bob/state").body["state"] == {}
+    assert api.request("GET", "/apps/other/state").body["state"] == {}
+    assert api.request("GET", "/apps/app/users/b%20b/state").status == 400
+
+
+def test_strict_create_answers_409_already_exists_and_changes_nothing(api: Api) -> None:
+    strict = {"If-None-Match": "*"}
+    path = "/apps/app/users/alice/sessions"
+    first = api.request("POST", path, json_body={"session_id": "s1", "state": {"k": 1}}, headers=strict)
+    assert first.status == 201 and first.body["created"] is True
+    again = api.request("POST", path, json_body={"session_id": "s1", "state": {"k": 2, "user:u": 1}}, headers=strict)
+    assert again.status == 409
+    assert again.error["code"] == "already_exists" and again.error["field"] == "session_id"
+    assert api.get("s1").body["state"] == {"k": 1}  # the refused create's state went nowhere
+    # Without the header: get-or-create as before.
+    assert api.create(session_id="s1").status == 200
+    # A generated id is always free.
+    assert api.request("POST", path, headers=strict).status == 201
+
+
+@pytest.mark.parametrize("value", ['"1"', "W/*", "**", ""])
+def test_if_none_match_other_than_star_is_refused(api: Api, value: str) -> None:
+    reply = api.request(
+        "POST", "/apps/app/users/alice/sessions", json_body={"session_id": "s1"}, headers={"If-None-Match": value}
+    )
+    assert reply.status == 400 and reply.error["field"] == "If-None-Match"
+    assert api.get("s1").status == 404

@@ -126,9 +126,66 @@ def test_unknown_fields_are_preserved_at_every_level() -> None:
     }
     dumped = Event.model_validate(data).dump()
     assert dumped["voice"] == {"lang": "fr"}
-    assert dumped["content"]["extraContent"] == 1
-    assert dumped["content"]["parts"][0]["cacheControl"] == {"type": "x"}
-    assert dumped["actions"]["customAction"] == [1, 2]
+    assert dumped["content"]["extra_content"] == 1
+    assert dumped["content"]["parts"][0]["cache_control"] == {"type": "x"}
+    assert dumped["actions"]["custom_action"] == [1, 2]
+
+
+def test_unmodelled_fields_come_out_snake_case_and_free_form_maps_as_sent() -> None:
+    data = {
+        "author": "model",
+        "usageMetadata": {"promptTokenCount": 3, "promptTokensDetails": [{"tokenCount": 3, "modality": "TEXT"}]},
+        "inputTranscription": {"text": "hi", "finished": True},
+        "modelVersion": "gemini-x",
+        "content": {"role": "model", "parts": [{"text": "a", "videoMetadata": {"startOffset": "1s"}}]},
+        "actions": {"endOfAgent": True, "agentState": {"myKey": {"innerKey": 1}}, "stateDelta": {"camelKey": 1}},
+        "customMetadata": {"traceId": "t"},
+        "extension": {"metadata": {"keepMe": 1}, "args": {"fooBar": 2}, "stateDelta": {"xY": 3}},
+        "HTTPStatus": 200,
+        "x-trace": {"innerKey": 1},
+    }
+    dumped = Event.model_validate(data).dump()
+    assert dumped["usage_metadata"] == {
+        "prompt_token_count": 3,
+        "prompt_tokens_details": [{"token_count": 3, "modality": "TEXT"}],
+    }
+    assert dumped["input_transcription"] == {"text": "hi", "finished": True}
+    assert dumped["model_version"] == "gemini-x"
+    assert dumped["content"]["parts"][0]["video_metadata"] == {"start_offset": "1s"}
+    actions = dumped["actions"]
+    assert actions["end_of_agent"] is True
+    assert actions["agent_state"] == {"myKey": {"innerKey": 1}}  # free-form: as sent
+    assert actions["state_delta"] == {"camelKey": 1}
+    assert dumped["custom_metadata"] == {"traceId": "t"}
+    assert dumped["extension"] == {"metadata": {"keepMe": 1}, "args": {"fooBar": 2}, "state_delta": {"xY": 3}}
+    # Not camelCase: kept as sent (names and their values).
+    assert dumped["HTTPStatus"] == 200
+    assert dumped["x-trace"] == {"inner_key": 1}
+    assert not [k for k in dumped if any(c.isupper() for c in k) and k != "HTTPStatus"]
+
+
+def test_an_unmodelled_field_sent_in_both_spellings_is_refused() -> None:
+    with pytest.raises(ValidationError) as info:
+        Event.model_validate({"usageMetadata": {}, "usage_metadata": {}})
+    assert info.value.errors()[0]["loc"] == ("usage_metadata",)
+
+
+def test_a_resend_in_the_other_spelling_is_the_same_event() -> None:
+    camel = Event.model_validate({"id": "e1", "author": "model", "usageMetadata": {"promptTokenCount": 3}})
+    snake = Event.model_validate({"id": "e1", "author": "model", "usage_metadata": {"prompt_token_count": 3}})
+    assert camel.dump() == snake.dump()
+
+
+def test_chat_message_tool_arguments_keep_their_keys() -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"userName": "Ann"}}}],
+        "messageId": "m1",
+    }
+    dumped = Event.model_validate(message).dump()
+    assert dumped["content"]["parts"][0]["function_call"]["args"] == {"userName": "Ann"}
+    assert dumped["message_id"] == "m1"
 
 
 @pytest.mark.parametrize("raw", [b"\x00\x01binary\xff", bytearray(b"hi there")])

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from agent_memory.errors import EventIdConflict, InvalidInput, PreconditionFailed, SessionNotFound, UnprocessableInput
+from agent_memory.errors import (
+    AlreadyExists,
+    EventIdConflict,
+    InvalidInput,
+    PreconditionFailed,
+    SessionNotFound,
+    UnprocessableInput,
+)
 from agent_memory.requests import AppendRequest, CreateSessionRequest, EventBatch
 from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
 from agent_memory.stores.inmemory import InMemoryPublisher, InMemorySessionStore
@@ -592,3 +599,55 @@ def test_update_time_follows_newest_event(session: SessionService) -> None:
     append(session, "app", "bob", "s1", msg(timestamp=1500.0))
     append(session, "app", "bob", "s1", msg(timestamp=1200.0))
     assert session.get_session("app", "bob", "s1")["last_update_time"] == 1500.0
+
+
+# --- strict create, state reads, the app-wide listing ---------------------------------------------------------
+
+
+def test_strict_create_refuses_an_existing_id_and_publishes_nothing(
+    service: SessionService, publisher: InMemoryPublisher
+) -> None:
+    created, _ = service.create_session(app_name="app", user_id="bob", session_id="s1", if_none_match="*")
+    assert created["created"] is True
+    published = len(publisher.published)
+    with pytest.raises(AlreadyExists) as info:
+        service.create_session(app_name="app", user_id="bob", session_id="s1", state={"user:x": 1}, if_none_match="*")
+    assert (info.value.status, info.value.code, info.value.field) == (409, "already_exists", "session_id")
+    assert len(publisher.published) == published
+    assert service.get_user_state("app", "bob")["state"] == {}
+
+
+@pytest.mark.parametrize("value", ['"1"', "W/*", "", "* *"])
+def test_if_none_match_other_than_star_is_invalid(service: SessionService, value: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        service.create_session(app_name="app", user_id="bob", session_id="s1", if_none_match=value)
+    assert info.value.field == "If-None-Match"
+
+
+def test_state_reads_carry_their_prefixes_and_never_miss(service: SessionService) -> None:
+    assert service.get_user_state("app", "bob") == {"app_name": "app", "user_id": "bob", "state": {}}
+    create(service, "app", "bob", {"session_id": "s1", "state": {"user:a": 1, "app:b": 2, "c": 3}})
+    assert service.get_user_state("app", "bob")["state"] == {"user:a": 1}
+    assert service.get_app_state("app") == {"app_name": "app", "state": {"app:b": 2}}
+    with pytest.raises(InvalidInput):
+        service.get_user_state("app", "b b")
+    with pytest.raises(InvalidInput):
+        service.get_app_state("a/b")
+
+
+def test_the_app_wide_listing_pages_by_user_then_id_and_its_token_is_its_own(service: SessionService) -> None:
+    for user in ["carol", "bob"]:
+        for sid in ["s2", "s1"]:
+            create(service, "app", user, {"session_id": sid})
+    seen: list[tuple[str, str]] = []
+    token = None
+    while True:
+        page = service.list_sessions("app", None, limit=3, next_token=token)
+        seen += [(s["user_id"], s["id"]) for s in page["sessions"]]
+        token = page["next_token"]
+        if token is None:
+            break
+    assert seen == [("bob", "s1"), ("bob", "s2"), ("carol", "s1"), ("carol", "s2")]
+    app_token = service.list_sessions("app", None, limit=1)["next_token"]
+    with pytest.raises(InvalidInput):
+        service.list_sessions("app", "bob", next_token=app_token)

@@ -57,6 +57,12 @@ class Conflict(AgentMemoryError):
     code = "conflict"
 
 
+class AlreadyExists(Conflict):
+    """A strict create (``If-None-Match: *``) named a session id that exists; nothing was changed."""
+
+    code = "already_exists"
+
+
 class PayloadTooLarge(AgentMemoryError):
     status = 413
     code = "payload_too_large"

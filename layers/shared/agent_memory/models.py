@@ -3,8 +3,11 @@
 Input accepts snake_case and ADK's camelCase aliases (``invocationId``, ``stateDelta``, ``functionCall`` …),
 but not both spellings of one field in one object (422 naming the field: otherwise one of them would be kept
 as an undeclared field, ``temp:`` state included). Output is snake_case. Every model keeps fields it does not
-declare (``extra="allow"``), exactly as sent, so nothing a client sends is lost on the way through storage,
-except fields whose value is null: output omits nulls, as ADK's own JSON does.
+declare (``extra="allow"``), so nothing a client sends is lost on the way through storage, except fields whose
+value is null (output omits nulls, as ADK's own JSON does); their names are stored snake_case
+(``usageMetadata`` -> ``usage_metadata``, nested keys too, as ADK dumps GenAI types), their values as sent but
+for that, and free-form maps (``FREE_FORM_FIELDS``: state, tool arguments, metadata) exactly as sent. Events
+stored before names were converted keep their stored spelling.
 
 These models are the request models of events: their bounds (``bounds.py``) apply to what a client sends.
 """
@@ -12,6 +15,7 @@ These models are the request models of events: their bounds (``bounds.py``) appl
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 from pydantic import (
@@ -46,6 +50,73 @@ def reject_two_spellings(model: type[BaseModel], data: Any) -> None:
             )
 
 
+_CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Free-form maps: their keys are the client's data (state keys, tool arguments, metadata), never field names, so
+# they are kept exactly as sent wherever they appear (ADK's ``agent_state`` and GenAI's ``part_metadata`` are not
+# modelled here but are such maps too).
+FREE_FORM_FIELDS = frozenset(
+    {
+        "state",
+        "state_delta",
+        "artifact_delta",
+        "custom_metadata",
+        "metadata",
+        "args",
+        "response",
+        "agent_state",
+        "part_metadata",
+        "requested_auth_configs",
+        "requested_tool_confirmations",
+    }
+)
+
+
+def snake_case(name: str) -> str:
+    """``usageMetadata`` -> ``usage_metadata``; a name that is not camelCase is returned unchanged."""
+    return _HUMP.sub("_", name).lower() if _CAMEL.fullmatch(name) else name
+
+
+def _snake_case_keys(value: Any) -> Any:
+    """A value of a field the service does not model, with camelCase keys turned snake_case at every level but
+    inside free-form maps (``FREE_FORM_FIELDS``), as ADK's own JSON has them (GenAI types dumped by name)."""
+    if isinstance(value, list):
+        return [_snake_case_keys(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = snake_case(key) if isinstance(key, str) else key
+        if name in out and name != key:  # both spellings in one object: the snake_case one wins
+            continue
+        out[name] = item if name in FREE_FORM_FIELDS else _snake_case_keys(item)
+    return out
+
+
+def snake_case_extras(model: type[BaseModel], data: Any) -> Any:
+    """``data`` with the fields ``model`` does not declare renamed snake_case (their nested keys too, but for
+    free-form maps), so that output is snake_case everywhere; a field sent under both spellings is refused (422
+    naming it), as a declared one is."""
+    if not isinstance(data, dict):
+        return data
+    declared = set(model.model_fields) | {info.alias for info in model.model_fields.values() if info.alias}
+    out: dict[Any, Any] = {}
+    for key, value in data.items():
+        if key in declared or not isinstance(key, str):
+            out[key] = value
+            continue
+        name = snake_case(key)
+        if name != key and name in data:
+            error = PydanticCustomError(
+                "duplicate_field", "sent as both {name} and {alias}; send one", {"name": name, "alias": key}
+            )
+            raise ValidationError.from_exception_data(
+                model.__name__, [InitErrorDetails(type=error, loc=(name,), input=data)]
+            )
+        out[name] = value if name in FREE_FORM_FIELDS else _snake_case_keys(value)
+    return out
+
+
 class _AdkModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -59,7 +130,13 @@ class _AdkModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _one_spelling(cls, data: Any) -> Any:
+        data = cls._prepare(data)
         reject_two_spellings(cls, data)
+        return snake_case_extras(cls, data)
+
+    @classmethod
+    def _prepare(cls, data: Any) -> Any:
+        """The input as this model reads it (an Event converts a chat message first)."""
         return data
 
     @model_validator(mode="after")
@@ -175,9 +252,8 @@ class Event(_AdkModel):
     metadata: Metadata | None = None
     seq: int | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _from_chat_message(cls, data: Any) -> Any:
+    def _prepare(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
         if is_chat_message(data):

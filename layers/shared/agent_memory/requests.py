@@ -63,6 +63,15 @@ IfMatch = Annotated[
     ),
 ]
 
+IfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="if-none-match",
+        description="`*` makes the create strict: an existing session id answers 409 `already_exists` and "
+        "nothing changes (without it: get-or-create). Any other value: 400 `invalid_input`",
+    ),
+]
+
 # --- query parameters ---------------------------------------------------------------------------------------
 NumRecentEvents = Annotated[QueryInt | None, Query(ge=0, description="only the last n events (0: none); digits only")]
 AfterTimestamp = Annotated[

@@ -1,6 +1,7 @@
 """Opaque page tokens: for listing sessions, and for reading a session's events.
 
-A listing token names the last session id of the page and is bound to the (app, user) it was issued for: a
+A listing token names where the page ended (a user's listing: the last session's update time and id; an app's:
+its user id and session id) and is bound to the listing it was issued for (the app and user, or the app): a
 malformed token, or one issued for another listing, is rejected with 400. The key that starts the next page is
 always built from the request's own app and user, so even a hand-made token can never reach another user's
 sessions.
@@ -47,20 +48,64 @@ def _decode(token: str, bad: InvalidInput) -> dict[str, Any]:
     return data
 
 
-def encode_page_token(app_name: str, user_id: str, last_session_id: str) -> str:
-    return _encode({"v": 1, "after": last_session_id, "scope": _scope_tag(app_name, user_id)})
+@dataclass(frozen=True, order=True)
+class UserCursor:
+    """Where a page of one user's sessions ends: the last session's update time, then its id (the list's order)."""
+
+    update_time: float
+    session_id: str
+
+    @classmethod
+    def of(cls, record: Any) -> UserCursor:
+        """The cursor after a ``SessionRecord``."""
+        return cls(float(record.update_time), str(record.session_id))
 
 
-def decode_page_token(app_name: str, user_id: str, token: str) -> str:
-    """The session id to resume after; InvalidInput naming ``next_token`` for anything not issued for this scope."""
+@dataclass(frozen=True, order=True)
+class AppCursor:
+    """Where a page of an app's sessions ends: the last session's user id, then its id (the list's order)."""
+
+    user_id: str
+    session_id: str
+
+    @classmethod
+    def of(cls, record: Any) -> AppCursor:
+        """The cursor after a ``SessionRecord``."""
+        return cls(str(record.user_id), str(record.session_id))
+
+
+# The scope of an app-wide listing: "*" is no user id, so it never equals a user listing's scope.
+_APP_WIDE = "*"
+
+
+def encode_page_token(app_name: str, user_id: str | None, cursor: UserCursor | AppCursor) -> str:
+    """A listing token: a user's listing (``user_id``, a UserCursor) or the app's (None, an AppCursor)."""
+    data: dict[str, Any] = {"v": 1, "after": cursor.session_id}
+    if isinstance(cursor, UserCursor):
+        data["t"] = cursor.update_time
+    else:
+        data["u"] = cursor.user_id
+    data["scope"] = _scope_tag(app_name, _APP_WIDE if user_id is None else user_id)
+    return _encode(data)
+
+
+def decode_page_token(app_name: str, user_id: str | None, token: str) -> UserCursor | AppCursor:
+    """The cursor to resume after (a UserCursor for a user's listing, an AppCursor for the app's, ``user_id``
+    None); InvalidInput naming ``next_token`` for anything not issued for this listing."""
     bad = InvalidInput("next_token is malformed or was not issued for this listing", field="next_token")
     data = _decode(token, bad)
-    if data.get("scope") != _scope_tag(app_name, user_id):
+    if data.get("scope") != _scope_tag(app_name, _APP_WIDE if user_id is None else user_id):
         raise bad
     try:
-        return validate_identifier(data.get("after"), "next_token")
+        after = validate_identifier(data.get("after"), "next_token")
+        if user_id is None:
+            return AppCursor(validate_identifier(data.get("u"), "next_token"), after)
     except InvalidInput as exc:
         raise bad from exc
+    update_time = data.get("t")
+    if not isinstance(update_time, int | float) or isinstance(update_time, bool) or not math.isfinite(update_time):
+        raise bad
+    return UserCursor(float(update_time), after)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import PreconditionFailed
+from ..errors import InvalidInput, PreconditionFailed
 
 # entity-tag = [ W/ ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text (RFC 9110 §8.8.3)
 _ENTITY_TAG = re.compile(r'[ \t]*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*')
@@ -62,3 +62,15 @@ def parse_if_match(header: str | None) -> IfMatch | None:
         position = separator.end()
         if position == len(value):
             return IfMatch(versions=frozenset(versions))
+
+
+def parse_if_none_match(header: str | None) -> bool:
+    """Whether a create is strict: ``If-None-Match: *`` (create only if no session has the id). Absent: False.
+
+    Only ``*`` has a meaning on a create (the new session has no entity-tag to compare with): any other value is
+    the client's error, 400 naming the header."""
+    if header is None:
+        return False
+    if header.strip(" \t") != "*":
+        raise InvalidInput("If-None-Match on a create must be * (create only if the id is free)", field="If-None-Match")
+    return True

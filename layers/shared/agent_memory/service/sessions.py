@@ -13,6 +13,7 @@ from typing import Any
 
 from ..bounds import MAX_BATCH
 from ..errors import (
+    AlreadyExists,
     EventIdConflict,
     InvalidInput,
     PayloadTooLarge,
@@ -23,8 +24,16 @@ from ..errors import (
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session
 from ..policy.identifiers import validate_identifier
-from ..policy.paging import EventCursor, decode_event_token, decode_page_token, encode_event_token, encode_page_token
-from ..policy.preconditions import IfMatch, parse_if_match
+from ..policy.paging import (
+    AppCursor,
+    EventCursor,
+    UserCursor,
+    decode_event_token,
+    decode_page_token,
+    encode_event_token,
+    encode_page_token,
+)
+from ..policy.preconditions import IfMatch, parse_if_match, parse_if_none_match
 from ..policy.state import merged_state, split_delta, strip_temp
 from ..requests import MAX_EVENT_PAGE
 from ..stores.ports import (
@@ -110,15 +119,23 @@ class SessionService:
     # --- use cases ------------------------------------------------------------------------------------------
 
     def create_session(
-        self, *, app_name: str, user_id: str, session_id: str | None = None, state: dict[str, Any] | None = None
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        if_none_match: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Get-or-create. Returns the session (with ``created``) and whether it was created.
 
         ``state`` (already bounded by the request model) applies only on a true creation; ``temp:`` keys are
-        dropped, ``app:`` / ``user:`` keys go to those scopes.
+        dropped, ``app:`` / ``user:`` keys go to those scopes. ``if_none_match`` is the raw ``If-None-Match``
+        header: ``*`` makes the create strict (AlreadyExists, 409, when the id is taken; nothing changes).
         """
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
+        strict = parse_if_none_match(if_none_match)
         if session_id is None:
             session_id = str(uuid.uuid4())
         else:
@@ -126,6 +143,9 @@ class SessionService:
         now = self._clock()
         record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
         stored, created = self.store.create_session(record, split_delta(state or {}))
+        if strict and not created:
+            # The store changes nothing for an existing id (its state applies only on a true creation).
+            raise AlreadyExists(f"session {session_id!r} exists already", field="session_id")
         if created:
             self._publish_created(stored)
         data = self._session(stored).dump()
@@ -214,30 +234,56 @@ class SessionService:
         return data
 
     def list_sessions(
-        self, app_name: str, user_id: str, limit: int | None = None, next_token: str | None = None
+        self, app_name: str, user_id: str | None, limit: int | None = None, next_token: str | None = None
     ) -> dict[str, Any]:
-        """One page of the user's sessions (without events), cut short before the response would pass
-        ``jsonio.RESPONSE_CAP``; ``next_token`` is null on the last page."""
+        """One page of sessions without events, each with its merged state (session, ``user:``, ``app:``), cut
+        short before the response would pass ``jsonio.RESPONSE_CAP``; ``next_token`` is null on the last page.
+
+        A user's sessions (``user_id``) come oldest ``last_update_time`` first, ties by id (as ADK lists them); an
+        app's (``user_id`` None: every user's) by user id, then session id. Each page is read afresh: a session
+        appended to between two pages of a user's listing moves forward in the order, so it may show again on a
+        later page; none is skipped."""
         validate_identifier(app_name, "app_name")
-        validate_identifier(user_id, "user_id")
+        if user_id is not None:
+            validate_identifier(user_id, "user_id")
         limit = DEFAULT_PAGE if limit is None else limit
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", field="limit")
-        start_after = None if next_token is None else decode_page_token(app_name, user_id, next_token)
-        records, last = self.store.list_sessions(app_name, user_id, limit, start_after)
+        after = None if next_token is None else decode_page_token(app_name, user_id, next_token)
+        records: list[SessionRecord]
+        last: UserCursor | AppCursor | None
+        if user_id is None:
+            assert after is None or isinstance(after, AppCursor)
+            records, last = self.store.list_app_sessions(app_name, limit, after)
+        else:
+            assert after is None or isinstance(after, UserCursor)
+            records, last = self.store.list_sessions(app_name, user_id, limit, after)
         room = RESPONSE_CAP - wire_size(dumps({"sessions": [], "next_token": "x" * 400}))
         sessions: list[dict[str, Any]] = []
-        for record in records:
+        for index, record in enumerate(records):
             session = self._session(record).dump(with_events=False)
             room -= wire_size(dumps(session)) - 1  # its JSON escaped, and a separator
             if room < 0 and sessions:
-                last = sessions[-1]["id"]
+                previous = records[index - 1]
+                last = AppCursor.of(previous) if user_id is None else UserCursor.of(previous)
                 break
             sessions.append(session)
         return {
             "sessions": sessions,
             "next_token": None if last is None else encode_page_token(app_name, user_id, last),
         }
+
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state, keys with their ``user:`` prefix (``{}`` when none: never SessionNotFound)."""
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        state = merged_state({}, self.store.get_user_state(app_name, user_id), {})
+        return {"app_name": app_name, "user_id": user_id, "state": state}
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        """The app's state, keys with their ``app:`` prefix (``{}`` when none)."""
+        validate_identifier(app_name, "app_name")
+        return {"app_name": app_name, "state": merged_state({}, {}, self.store.get_app_state(app_name))}
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
         self.store.delete_session(self._key(app_name, user_id, session_id))

@@ -3,7 +3,9 @@
 Items (``PK`` / ``SK``):
 
 - session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, session state, the incarnation ``inc``;
-  ``deleting`` while a DELETE is under way (a tombstone: reads answer 404, writes fail their condition)
+  ``deleting`` while a DELETE is under way (a tombstone: reads answer 404, writes fail their condition);
+  ``app_pk`` / ``app_sk`` (``{user}#{session}``), the keys of the sparse global index ``by_app`` that lists an
+  app's sessions, set at create and removed by a delete (never written by an append)
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
 - event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, ``ts``, the incarnation ``inc``, the
@@ -11,9 +13,11 @@ Items (``PK`` / ``SK``):
   and ``by_ts`` order a session's events by sequence number and by timestamp.
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
-``version`` serialises appends: one TransactWriteItems per append stores the events, their state deltas and the
-counters together or not at all. State keys are stored as top-level attributes ``st:{key}`` holding JSON text, so
-an update can set a key whether or not the item exists and values keep their JSON types exactly.
+``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
+deltas and the counters together or not at all. A compaction event moves ``last_seq`` but not ``version`` (the
+ETag counts client appends only), hence the condition on both. State keys are stored as top-level attributes
+``st:{key}`` holding JSON text, so an update can set a key whether or not the item exists and values keep their
+JSON types exactly.
 Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
 
 Reads never fail on what is stored (data of older versions, or written by anyone holding the table): JSON is
@@ -32,6 +36,7 @@ rule expires payloads still tagged staged after a day).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import random
@@ -56,6 +61,7 @@ from ..errors import (
 from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.state import ScopedDelta
 from .ports import (
+    AppCursor,
     AppendResult,
     BlobStore,
     Change,
@@ -63,6 +69,7 @@ from .ports import (
     NewEvent,
     SessionKey,
     SessionRecord,
+    UserCursor,
     same_event,
 )
 
@@ -344,6 +351,10 @@ class DynamoSessionStore:
             "version": _n(0),
             "last_seq": _n(0),
             "inc": _s(incarnation),
+            # The sparse by_app index (the app-wide listing): written here and removed by a delete, never by an
+            # append, so appends cost the index nothing.
+            "app_pk": _s(record.app_name),
+            "app_sk": _s(f"{record.user_id}#{record.session_id}"),
         }
         expiry = self._expiry(record.update_time)
         if expiry:
@@ -409,23 +420,34 @@ class DynamoSessionStore:
                     raise
                 budget.after_fault(exc)
 
+    def _get_items(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The items under ``keys`` (PK, SK) that exist, by consistent BatchGetItem (100 keys a call)."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        budget = _Budget()
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 100):
+            chunk = [{"PK": _s(pk), "SK": _s(sk)} for pk, sk in unique[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    found[(item["PK"]["S"], item["SK"]["S"])] = item
+                request = response.get("UnprocessedKeys") or {}
+                if request:  # throttled keys: back off, within the budget (then 503), never spin
+                    budget.after_fault("unprocessed keys")
+        return found
+
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        key = (session_pk(app_name, user_id), STATE_SK)
+        return _state_from_item(self._get_items([key]).get(key, {}))
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        key = (f"A#{app_name}", STATE_SK)
+        return _state_from_item(self._get_items([key]).get(key, {}))
+
     def get_session(self, key: SessionKey) -> SessionRecord | None:
         pk = session_pk(key.app_name, key.user_id)
-        keys = [
-            {"PK": _s(pk), "SK": _s(f"S#{key.session_id}")},
-            {"PK": _s(pk), "SK": _s(STATE_SK)},
-            {"PK": _s(f"A#{key.app_name}"), "SK": _s(STATE_SK)},
-        ]
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
-        budget = _Budget()
-        while request:
-            response = self._db.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(self._table, []):
-                found[(item["PK"]["S"], item["SK"]["S"])] = item
-            request = response.get("UnprocessedKeys") or {}
-            if request:  # throttled keys: back off, within the budget (then 503), never spin
-                budget.after_fault("unprocessed keys")
+        found = self._get_items([(pk, f"S#{key.session_id}"), (pk, STATE_SK), (f"A#{key.app_name}", STATE_SK)])
         session = found.get((pk, f"S#{key.session_id}"))
         if session is None or "deleting" in session:
             return None
@@ -435,23 +457,88 @@ class DynamoSessionStore:
         return record
 
     def list_sessions(
-        self, app_name: str, user_id: str, limit: int, start_after: str | None
-    ) -> tuple[list[SessionRecord], str | None]:
+        self, app_name: str, user_id: str, limit: int, after: UserCursor | None
+    ) -> tuple[list[SessionRecord], UserCursor | None]:
+        """Reads every item of the user's partition (their sessions and user state; an index ordered by update time
+        would cost every append a write) and keeps the ``limit`` + 1 first after ``after``: the read grows with
+        the user's session count, the memory with the page."""
         pk = session_pk(app_name, user_id)
         params: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
-            # A session being deleted is gone for readers (a page may come out shorter than the limit).
-            "FilterExpression": "attribute_not_exists(deleting)",
-            "ExpressionAttributeValues": {":pk": _s(pk), ":prefix": _s("S#")},
-            "Limit": limit,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": _s(pk)},
+            "ConsistentRead": True,
         }
-        if start_after is not None:
-            params["ExclusiveStartKey"] = {"PK": _s(pk), "SK": _s(f"S#{start_after}")}
-        response = self._db.query(**params)
-        records = [_record_from_item(item) for item in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return records, (last["SK"]["S"][2:] if last else None)
+        budget = _Budget()
+        keep = max(0, limit) + 1
+        candidates: list[tuple[UserCursor, dict[str, Any]]] = []
+        user_item: dict[str, Any] = {}
+        while True:
+            response = budget.call(self._db.query, **params)
+            for item in response.get("Items", []):
+                sk = item["SK"]["S"]
+                if sk == STATE_SK:
+                    user_item = item
+                elif sk.startswith("S#") and "deleting" not in item:  # a session being deleted is gone for readers
+                    cursor = UserCursor.of(_record_from_item(item, with_state=False))
+                    if after is None or cursor > after:
+                        candidates.append((cursor, item))
+            if len(candidates) > 4 * keep:
+                candidates = sorted(candidates, key=lambda c: c[0])[:keep]
+            if "LastEvaluatedKey" not in response:
+                break
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        candidates = sorted(candidates, key=lambda c: c[0])[:keep]
+        user_state = _state_from_item(user_item)
+        app_state = self.get_app_state(app_name) if candidates else {}
+        records = []
+        for _, item in candidates[:limit]:
+            record = _record_from_item(item)
+            record.user_state, record.app_state = copy.deepcopy(user_state), copy.deepcopy(app_state)
+            records.append(record)
+        return records, (UserCursor.of(records[-1]) if len(candidates) > limit and records else None)
+
+    def list_app_sessions(
+        self, app_name: str, limit: int, after: AppCursor | None
+    ) -> tuple[list[SessionRecord], AppCursor | None]:
+        """The sparse ``by_app`` index (written at create and delete only, never by an append) gives the page's
+        keys in (user, session) order; one BatchGetItem reads the sessions and their users' and app's state. The
+        index is eventually consistent: a session created a moment ago may be missing from the page, one being
+        deleted is left out when its item says so."""
+        key_condition = "app_pk = :app"
+        values: dict[str, Any] = {":app": _s(app_name)}
+        if after is not None:
+            # "#" sorts below every identifier character: "{user}#{session}" orders by user, then session.
+            key_condition += " AND app_sk > :after"
+            values[":after"] = _s(f"{after.user_id}#{after.session_id}")
+        response = _Budget().call(
+            self._db.query,
+            TableName=self._table,
+            IndexName="by_app",
+            KeyConditionExpression=key_condition,
+            ExpressionAttributeValues=values,
+            Limit=max(0, limit) + 1,
+        )
+        listed = [(item["PK"]["S"], item["SK"]["S"]) for item in response.get("Items", [])]
+        more = len(listed) > limit or ("LastEvaluatedKey" in response and bool(listed))
+        page = listed[:limit]
+        if not page:
+            return [], None
+        app_key = (f"A#{app_name}", STATE_SK)
+        found = self._get_items([*page, *((pk, STATE_SK) for pk, _ in page), app_key])
+        app_state = _state_from_item(found.get(app_key, {}))
+        records = []
+        for pk, sk in page:
+            item = found.get((pk, sk))
+            if item is None or "deleting" in item:
+                continue
+            record = _record_from_item(item)
+            record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
+            record.app_state = copy.deepcopy(app_state)
+            records.append(record)
+        # Resume after the page's last key even when its session was left out.
+        _, _, last_user = page[-1][0].split("#", 2)
+        return records, (AppCursor(last_user, page[-1][1][2:]) if more else None)
 
     def delete_session(self, key: SessionKey) -> None:
         """Tombstone, purge, then remove the session item. Any step may fail (503): the session stays deleted
@@ -464,7 +551,7 @@ class DynamoSessionStore:
                 self._db.update_item,
                 TableName=self._table,
                 Key=self._session_key(key),
-                UpdateExpression="SET deleting = :now REMOVE due, due_since",
+                UpdateExpression="SET deleting = :now REMOVE due, due_since, app_pk, app_sk",
                 ConditionExpression="attribute_exists(PK)",
                 ExpressionAttributeValues={":now": _n(time.time())},
             )
@@ -671,7 +758,7 @@ class DynamoSessionStore:
                         confirm.append(staged[stored["id"]].blob_key)
                 done = {e.id for e in chunk}
                 pending = [e for e in pending if e.id not in done]
-                version = meta.version + 1
+                version = meta.version + 1 if watermark is None else meta.version
                 # The precondition held for the batch's first transaction; later chunks (a batch too big for one
                 # transaction) only need their own conditional write.
                 expected_version = None
@@ -772,6 +859,9 @@ class DynamoSessionStore:
         Raises _Unsettled when a retry can clear the failure (the transaction may have been applied)."""
         now = time.time()
         expiry = self._expiry(now)
+        # A client append counts in the version (the ETag); a compaction (server-authored) does not, so an
+        # If-Match a client took before it still matches. Both move last_seq.
+        version = meta.version + 1 if watermark is None else meta.version
         stored: list[dict[str, Any]] = []
         actions: list[dict[str, Any]] = []
         session_state: dict[str, Any] = {}
@@ -786,7 +876,7 @@ class DynamoSessionStore:
                 "seq": _n(seq),
                 "ts": _n(event.timestamp),
                 "w": _s(token),
-                "v": _n(meta.version + 1),
+                "v": _n(version),
             }
             if meta.incarnation:
                 item["inc"] = _s(meta.incarnation)
@@ -815,16 +905,22 @@ class DynamoSessionStore:
             app_state.update(event.delta.app)
 
         update = _Update()
-        update.set("version", _n(meta.version + 1))
         update.set("last_seq", _n(seq))
-        update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
+        if watermark is None:
+            update.set("version", _n(version))
+            # last_update_time is a client's too: a compaction neither moves it nor reorders the listings.
+            update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
         if expiry:
             update.set("expires_at", expiry)
         update.set_state(session_state)
         update.values[":expected"] = _n(meta.version)
+        update.values[":last_seq"] = _n(meta.last_seq)
         update.names["#inc"] = "inc"
-        # The same incarnation, not being deleted: counters read from a deleted session never reach a new one.
-        condition = "version = :expected AND attribute_not_exists(deleting) AND "
+        # The seqs were numbered from last_seq as read: conditioning on it (not only on the version, which a
+        # compaction leaves alone) means two transactions numbered from the same last_seq never both commit, so
+        # no two items of a session share a seq. The same incarnation, not being deleted: counters read from a
+        # deleted session never reach a new one.
+        condition = "version = :expected AND last_seq = :last_seq AND attribute_not_exists(deleting) AND "
         if meta.incarnation:
             update.values[":inc"] = _s(meta.incarnation)
             condition += "#inc = :inc"
@@ -1103,7 +1199,7 @@ def _whole(item: dict[str, Any], name: str) -> int:
     return int(value) if value is not None and value.is_integer() else 0
 
 
-def _record_from_item(item: dict[str, Any]) -> SessionRecord:
+def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> SessionRecord:
     """A session item as a record; identifiers come from the keys, so a damaged item still reads."""
     _, app_name, user_id = item["PK"]["S"].split("#", 2)
     create_time = readable_timestamp(_number(item, "create_time"))
@@ -1115,7 +1211,7 @@ def _record_from_item(item: dict[str, Any]) -> SessionRecord:
         update_time=float(readable_timestamp(_number(item, "update_time"), create_time)),
         version=_whole(item, "version"),
         last_seq=_whole(item, "last_seq"),
-        state=_state_from_item(item),
+        state=_state_from_item(item) if with_state else {},
         summary_event_id=item["cmp_id"].get("S") if "cmp_id" in item else None,
         summary_end_seq=_whole(item, "cmp_end"),
         incarnation=_attr(item, "inc"),

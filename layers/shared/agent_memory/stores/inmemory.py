@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from ..jsonio import dumps, event_size
@@ -16,6 +16,7 @@ from .ports import (
     EVENT_PREFIX,
     STALE_AFTER_S,
     TEXT_PREFIX,
+    AppCursor,
     AppendResult,
     BlobMissing,
     Change,
@@ -25,11 +26,14 @@ from .ports import (
     NewEvent,
     SessionKey,
     SessionRecord,
+    UserCursor,
     same_event,
 )
 from .sqlite import changes_from_feed, feed_record
 
 FEED_SOURCE = "agent-memory:memory"
+
+_C = TypeVar("_C", UserCursor, AppCursor)
 
 
 class InMemorySessionStore:
@@ -73,20 +77,41 @@ class InMemorySessionStore:
             record = self._sessions.get(key)
             return None if record is None else self._full(record)
 
-    def list_sessions(
-        self, app_name: str, user_id: str, limit: int, start_after: str | None
-    ) -> tuple[list[SessionRecord], str | None]:
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self._lock:
-            ids = sorted(
-                k.session_id
-                for k in self._sessions
-                if k.app_name == app_name
-                and k.user_id == user_id
-                and (start_after is None or k.session_id > start_after)
+            return copy.deepcopy(self._user_state.get((app_name, user_id), {}))
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        with self._lock:
+            return copy.deepcopy(self._app_state.get(app_name, {}))
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int, after: UserCursor | None
+    ) -> tuple[list[SessionRecord], UserCursor | None]:
+        with self._lock:
+            found = sorted(
+                (UserCursor.of(r), k)
+                for k, r in self._sessions.items()
+                if k.app_name == app_name and k.user_id == user_id and (after is None or UserCursor.of(r) > after)
             )
-            page = ids[:limit]
-            records = [copy.deepcopy(self._sessions[SessionKey(app_name, user_id, sid)]) for sid in page]
-            return records, (page[-1] if len(ids) > limit else None)
+            return self._page([k for _, k in found], limit, UserCursor.of)
+
+    def list_app_sessions(
+        self, app_name: str, limit: int, after: AppCursor | None
+    ) -> tuple[list[SessionRecord], AppCursor | None]:
+        with self._lock:
+            found = sorted(
+                (AppCursor.of(r), k)
+                for k, r in self._sessions.items()
+                if k.app_name == app_name and (after is None or AppCursor.of(r) > after)
+            )
+            return self._page([k for _, k in found], limit, AppCursor.of)
+
+    def _page(
+        self, keys: list[SessionKey], limit: int, cursor: Callable[[SessionRecord], _C]
+    ) -> tuple[list[SessionRecord], _C | None]:
+        records = [self._full(self._sessions[k]) for k in keys[:limit]]
+        return records, (cursor(records[-1]) if len(keys) > limit and records else None)
 
     def delete_session(self, key: SessionKey) -> None:
         with self._lock:
@@ -118,7 +143,7 @@ class InMemorySessionStore:
                 raise SessionNotFound(key.session_id)
             if record.summary_end_seq != expected_end_seq:
                 return None
-            stored = self._append(key, [event], None).events[0]
+            stored = self._append(key, [event], None, compaction=True).events[0]
             record.summary_event_id = event.id
             record.summary_end_seq = end_seq
             return stored
@@ -135,7 +160,9 @@ class InMemorySessionStore:
             self._due.pop(key, None)
             return True
 
-    def _append(self, key: SessionKey, events: list[NewEvent], expected_version: int | None) -> AppendResult:
+    def _append(
+        self, key: SessionKey, events: list[NewEvent], expected_version: int | None, *, compaction: bool = False
+    ) -> AppendResult:
         record = self._sessions.get(key)
         if record is None:
             raise SessionNotFound(key.session_id)
@@ -173,7 +200,7 @@ class InMemorySessionStore:
             self._outbox.append((self._sequence, time.time(), key, event.id, body["seq"], event.timestamp, text))
             created.append(True)
             new.append(event)
-        if new:
+        if new and not compaction:  # a compaction moves neither the version (the ETag) nor last_update_time
             record.version += 1
             record.update_time = max(record.update_time, max(e.timestamp for e in new))
             for event in new:

@@ -6,6 +6,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+# The listing cursors, defined with their tokens; re-exported for the adapters.
+from ..policy.paging import AppCursor as AppCursor
+from ..policy.paging import UserCursor as UserCursor
 from ..policy.state import ScopedDelta
 
 
@@ -117,10 +120,26 @@ class SessionStore(Protocol):
         """The session with its own, user and app state; None if it does not exist."""
         ...
 
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state (keys without their ``user:`` prefix); empty when none was ever written."""
+        ...
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        """The app's state (keys without their ``app:`` prefix); empty when none was ever written."""
+        ...
+
     def list_sessions(
-        self, app_name: str, user_id: str, limit: int, start_after: str | None
-    ) -> tuple[list[SessionRecord], str | None]:
-        """One page of the user's sessions ordered by id (session state only), and the id to resume after."""
+        self, app_name: str, user_id: str, limit: int, after: UserCursor | None
+    ) -> tuple[list[SessionRecord], UserCursor | None]:
+        """One page of the user's sessions, oldest ``update_time`` first (ties by session id), each with its own,
+        user and app state; and the cursor to resume after (None on the last page)."""
+        ...
+
+    def list_app_sessions(
+        self, app_name: str, limit: int, after: AppCursor | None
+    ) -> tuple[list[SessionRecord], AppCursor | None]:
+        """One page of the sessions of every user of the app, by user id then session id, each with its own, user
+        and app state; and the cursor to resume after (None on the last page). No Scan."""
         ...
 
     def delete_session(self, key: SessionKey) -> None:

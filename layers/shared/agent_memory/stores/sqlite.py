@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
 
@@ -56,16 +56,20 @@ from .ports import (
     EVENT_PREFIX,
     STALE_AFTER_S,
     TEXT_PREFIX,
+    AppCursor,
     AppendResult,
     Change,
     EventQuery,
     NewEvent,
     SessionKey,
     SessionRecord,
+    UserCursor,
     same_event,
 )
 
 logger = logging.getLogger(__name__)
+
+_C = TypeVar("_C", UserCursor, AppCursor)
 
 SCHEMA_VERSION = 1
 SOURCE = "agent-memory:sqlite"
@@ -519,15 +523,47 @@ class SqliteSessionStore:
             row = self._session_row(conn, key)
             return None if row is None else self._full(conn, row)
 
-    def list_sessions(
-        self, app_name: str, user_id: str, limit: int, start_after: str | None
-    ) -> tuple[list[SessionRecord], str | None]:
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self._db.read() as conn:
             rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE app_name = ? AND user_id = ? AND session_id > ? "
-                "ORDER BY session_id LIMIT ?",
-                (app_name, user_id, "" if start_after is None else start_after, max(0, limit) + 1),
-            ).fetchall()
+                "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?", (app_name, user_id)
+            )
+            return _state(rows, f"{app_name}/{user_id}")
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        with self._db.read() as conn:
+            return _state(conn.execute("SELECT key, value FROM app_state WHERE app_name = ?", (app_name,)), app_name)
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int, after: UserCursor | None
+    ) -> tuple[list[SessionRecord], UserCursor | None]:
+        # No index on update_time (every append would maintain it): a user's sessions are few, sorted in SQLite.
+        where = "app_name = ? AND user_id = ?"
+        params: list[Any] = [app_name, user_id]
+        if after is not None:
+            where += " AND (update_time > ? OR (update_time = ? AND session_id > ?))"
+            params += [after.update_time, after.update_time, after.session_id]
+        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY update_time, session_id LIMIT ?"
+        return self._listed(sql, [*params, max(0, limit) + 1], app_name, limit, UserCursor.of)
+
+    def list_app_sessions(
+        self, app_name: str, limit: int, after: AppCursor | None
+    ) -> tuple[list[SessionRecord], AppCursor | None]:
+        # The order of the (app_name, user_id, session_id) unique index: read along it, nothing sorted.
+        where = "app_name = ?"
+        params: list[Any] = [app_name]
+        if after is not None:
+            where += " AND (user_id > ? OR (user_id = ? AND session_id > ?))"
+            params += [after.user_id, after.user_id, after.session_id]
+        sql = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY user_id, session_id LIMIT ?"
+        return self._listed(sql, [*params, max(0, limit) + 1], app_name, limit, AppCursor.of)
+
+    def _listed(
+        self, sql: str, params: list[Any], app_name: str, limit: int, cursor: Callable[[SessionRecord], _C]
+    ) -> tuple[list[SessionRecord], _C | None]:
+        """The page ``sql`` selects (``limit`` + 1 rows: one more tells whether more remain), with every state."""
+        with self._db.read() as conn:
+            rows = conn.execute(sql, params).fetchall()
             page = rows[: max(0, limit)]
             states: dict[int, list[tuple[str, str]]] = {}
             ids = [row[0] for row in page]
@@ -538,12 +574,23 @@ class SqliteSessionStore:
                     f"SELECT session, key, value FROM session_state WHERE session IN ({marks})", chunk
                 ):
                     states.setdefault(session, []).append((k, v))
+            users: dict[str, dict[str, Any]] = {}
+            for user_id in dict.fromkeys(row[2] for row in page):
+                rows_of = conn.execute(
+                    "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?", (app_name, user_id)
+                )
+                users[user_id] = _state(rows_of, f"{app_name}/{user_id}")
+            app_state = _state(
+                conn.execute("SELECT key, value FROM app_state WHERE app_name = ?", (app_name,)), app_name
+            )
         records = []
         for row in page:
             record = _record(row)
-            record.state = _state(states.get(row[0], []), f"{app_name}/{user_id}/{record.session_id}")
+            record.state = _state(states.get(row[0], []), f"{app_name}/{record.user_id}/{record.session_id}")
+            record.user_state = copy.deepcopy(users[record.user_id])
+            record.app_state = copy.deepcopy(app_state)
             records.append(record)
-        return records, (page[-1][3] if len(rows) > len(page) and page else None)
+        return records, (cursor(records[-1]) if len(rows) > len(page) and records else None)
 
     def delete_session(self, key: SessionKey) -> None:
         """Delete the session row; its state, events and pending changes go with it (one transaction)."""
@@ -655,11 +702,16 @@ class SqliteSessionStore:
             (now, session, rows[0][1] - 1),
         )
         self._put_state(conn, session, key, delta)
-        # An append makes the session due for the compaction schedule; a compaction does not.
+        if compaction:
+            # Server-authored: neither the version (the ETag counts client appends) nor last_update_time moves,
+            # and the session does not become due.
+            conn.execute("UPDATE sessions SET last_seq = ? WHERE id = ?", (last_seq, session))
+            return AppendResult(events=out, created=created, version=version)
+        # An append makes the session due for the compaction schedule.
         conn.execute(
             "UPDATE sessions SET version = version + 1, last_seq = ?, update_time = max(update_time, ?), "
-            "due_since = CASE WHEN ? THEN due_since ELSE coalesce(due_since, ?) END WHERE id = ?",
-            (last_seq, newest, compaction, now, session),
+            "due_since = coalesce(due_since, ?) WHERE id = ?",
+            (last_seq, newest, now, session),
         )
         return AppendResult(events=out, created=created, version=version + 1)
 
