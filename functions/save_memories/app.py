@@ -1,4 +1,4 @@
-"""POST /apps/{app_name}/users/{user_id}/memories: save a session's events by policy, or texts directly."""
+"""POST /apps/{app_name}/users/{user_id}/memories: save a session's events by policy, explicit events, or texts."""
 
 from typing import Annotated
 
@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppName, SaveMemoriesRequest, SaveTextsRequest, UserId
+from agent_memory.requests import AppName, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, UserId
 
 app = create_app()
 
@@ -18,6 +18,10 @@ def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemori
     service = services().memories
     if isinstance(body, SaveTextsRequest):
         result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)
+    elif isinstance(body, SaveEventsRequest):
+        result = service.add_events(
+            app_name=app_name, user_id=user_id, events=body.events, session_id=body.session_id, policy=body.policy
+        )
     else:
         result = service.save_session(
             app_name=app_name, user_id=user_id, session_id=body.session_id, policy=body.policy

@@ -135,6 +135,21 @@ def test_bad_saves(api: Api, body: dict[str, Any], status: int, field: str) -> N
     assert reply.status == status and reply.error["field"] == field
 
 
+def test_explicit_events_save_once_and_are_found(api: Api) -> None:
+    events = [
+        text_event("I am allergic to peanuts", id="u1", timestamp=100, custom_metadata={"dia_id": "D1:1"}),
+        text_event("Noted.", author="assistant", id="a1", timestamp=101),
+    ]
+    first = save(api, {"events": events, "session_id": "chat-1"})
+    assert first.status == 200 and first.body == {"saved": 2, "skipped": 0}
+    assert save(api, {"events": events, "sessionId": "chat-1"}).body == {"saved": 0, "skipped": 2}
+    (hit, *_) = search(api, "peanut allergy")
+    assert hit["content"]["parts"] == [{"text": "I am allergic to peanuts"}]
+    assert hit["custom_metadata"] == {"dia_id": "D1:1"} and hit["timestamp"] == "1970-01-01T00:01:40Z"
+    bad = save(api, {"events": [text_event("x", timestamp="soon")]})
+    assert bad.status == 422 and bad.error["field"] == "events[0].timestamp"
+
+
 def test_memories_are_private_per_user(api: Api) -> None:
     seed_session(api)
     save(api, {"session_id": "s1"})

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.requests import MemoryText, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
+from agent_memory.requests import MemoryText, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
@@ -197,3 +197,87 @@ def test_search_body_answers_what_search_does(parts: Any) -> None:
     assert search_body(service, "app", "alice", {"query": "oboe", "top_k": 1}) == service.search(
         app_name="app", user_id="alice", query="oboe", top_k=1
     )
+
+
+def add_events(service: MemoryService, app: str, user: str, body: Any) -> dict[str, int]:
+    """What the save handler does with ``{events: [...]}``."""
+    request = through_edge(body, TypeAdapter(SaveMemoriesRequest))
+    assert isinstance(request, SaveEventsRequest)
+    return service.add_events(
+        app_name=app, user_id=user, events=request.events, session_id=request.session_id, policy=request.policy
+    )
+
+
+def test_explicit_events_are_saved_once_per_event_id(parts: Any) -> None:
+    service, _, memories = parts
+    events = [event(1, "user", "I moved to Porto"), event(2, "model", "Porto has great tiles"), event(3, "user", "")]
+    assert add_events(service, "app", "alice", {"events": events}) == {"saved": 2, "skipped": 1}
+    # ADK sends the latest turns again with the next ones: only the new event is saved
+    more = [*events, event(4, "user", "My cat is called Miso")]
+    assert add_events(service, "app", "alice", {"events": more}) == {"saved": 1, "skipped": 3}
+    records = memories.view("app", "alice").records
+    assert {r.event_id for r in records.values()} == {"e1", "e2", "e4"}
+    assert {r.session_id for r in records.values()} == {""}
+    miso = records[event_memory_id("", "e4")]
+    assert miso.author == "user" and miso.timestamp == 1004.0 and "I moved to Porto" in miso.context
+
+
+def test_explicit_events_share_the_ids_of_their_sessions_save(parts: Any) -> None:
+    service, sessions, _ = parts
+    seed(sessions, [event(1, "user", "I live in Porto")])
+    assert (
+        add_events(service, "app", "alice", {"events": [event(1, "user", "I live in Porto")], "session_id": "s1"})[
+            "saved"
+        ]
+        == 1
+    )
+    assert save(service, "app", "alice", {"session_id": "s1"}) == {"saved": 0, "skipped": 1}
+    # the session need not exist, and another session scopes the same event id apart
+    assert add_events(service, "app", "alice", {"events": [event(1, "user", "x")], "sessionId": "gone"})["saved"] == 1
+
+
+def test_a_forgotten_explicit_event_is_never_saved_again(parts: Any) -> None:
+    service, _, memories = parts
+    add_events(service, "app", "alice", {"events": [event(1, "user", "I live in Porto")]})
+    service.forget("app", "alice", event_memory_id("", "e1"))
+    assert add_events(service, "app", "alice", {"events": [event(1, "user", "I live in Porto")]})["saved"] == 0
+    assert memories.view("app", "alice").records == {}
+
+
+def test_explicit_events_without_an_id_are_named_by_their_content(parts: Any) -> None:
+    service, _, memories = parts
+    body = {"events": [{"author": "user", "timestamp": 5, "content": {"parts": [{"text": "tea, no sugar"}]}}]}
+    assert add_events(service, "app", "alice", body)["saved"] == 1
+    assert add_events(service, "app", "alice", body)["saved"] == 0
+    (record,) = memories.view("app", "alice").records.values()
+    assert record.event_id is not None and record.event_id.startswith("c-")
+
+
+def test_explicit_events_keep_tool_calls_but_no_thoughts_and_take_a_policy(parts: Any) -> None:
+    service, _, memories = parts
+    call = {"id": "t1", "author": "agent", "content": {"parts": [{"function_call": {"name": "weather", "args": {}}}]}}
+    thought = {"id": "t2", "author": "agent", "content": {"parts": [{"text": "secret plan", "thought": True}]}}
+    assert add_events(service, "app", "alice", {"events": [call, thought]}) == {"saved": 1, "skipped": 1}
+    texts = [r.text for r in memories.view("app", "alice").records.values()]
+    assert texts == ["called weather({})"]
+    body = {"events": [event(9, "model", "only users")], "policy": "default"}
+    assert add_events(service, "app", "alice", body) == {"saved": 0, "skipped": 1}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"events": []}, "events"),
+        ({"events": [event(1, "user", "x")] * 101}, "events"),
+        ({"events": [{"author": "user", "timestamp": True}]}, "events[0].timestamp"),
+        ({"events": [event(1, "user", "x")], "session_id": "bad id"}, "session_id"),
+        ({"events": [event(1, "user", "x")], "policy": "everything"}, "policy"),
+        ({"events": [event(1, "user", "x")], "memories": [{"text": "x"}]}, "events"),
+        ({"events": [event(1, "user", "x")], "extra": 1}, "extra"),
+    ],
+)
+def test_bad_explicit_event_bodies(parts: Any, body: Any, field: str) -> None:
+    service, _, _ = parts
+    with pytest.raises((UnprocessableInput, InvalidInput)) as err:
+        add_events(service, "app", "alice", body)
+    assert err.value.field == field

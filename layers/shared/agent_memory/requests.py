@@ -137,7 +137,7 @@ AppendRequest = Annotated[
 ]
 """One event (ADK JSON or a chat message) or ``{events: [...]}``."""
 
-UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>"})
+UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>", "<events>"})
 """Tags pydantic puts in an error's location for the body unions above; not part of a field's path."""
 
 
@@ -164,12 +164,33 @@ class SaveTextsRequest(_Request):
     memories: list[MemoryText] = Field(min_length=1, max_length=MAX_BATCH)
 
 
+class SaveEventsRequest(_Request):
+    """``POST …/memories`` with ``{events: [...], session_id?}``: save 1-100 explicit events (ADK's
+    ``add_events_to_memory``), each with text one memory, idempotent by event id within ``session_id``."""
+
+    events: list[Event] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"1-{MAX_BATCH} events, as the append route takes them"
+    )
+    session_id: Identifier | None = Field(
+        default=None,
+        alias="sessionId",
+        description="the session the events belong to (it need not exist); scopes the event ids. Default: none",
+    )
+    policy: Policy | None = Field(
+        default=None, description="which events and parts to keep; default every role's text, tool calls and results"
+    )
+
+
 def _save_shape(body: Any) -> str:
-    return "<texts>" if isinstance(body, dict) and "memories" in body else "<session>"
+    if isinstance(body, dict) and "memories" in body:
+        return "<texts>"
+    return "<events>" if isinstance(body, dict) and "events" in body else "<session>"
 
 
 SaveMemoriesRequest = Annotated[
-    Annotated[SaveSessionRequest, Tag("<session>")] | Annotated[SaveTextsRequest, Tag("<texts>")],
+    Annotated[SaveSessionRequest, Tag("<session>")]
+    | Annotated[SaveTextsRequest, Tag("<texts>")]
+    | Annotated[SaveEventsRequest, Tag("<events>")],
     Discriminator(_save_shape),
 ]
 

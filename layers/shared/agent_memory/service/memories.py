@@ -13,7 +13,8 @@ from typing import Any
 
 from ..bounds import MAX_BATCH
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
-from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP
+from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
+from ..models import Event
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
@@ -32,6 +33,9 @@ from ..stores.ports import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 5
+# Explicit events (``add_events``): every role's text, tool calls and results; no thoughts, nothing empty.
+EXPLICIT_EVENTS_POLICY: dict[str, Any] = {"preset": "all", "include_thought": False, "include_empty_text": False}
+NO_SESSION = ""  # the id scope of explicit events sent without a session
 CONTEXT_TURNS = 2  # turns before a memory, in its session, indexed with it (contextual retrieval)
 
 
@@ -126,6 +130,38 @@ class MemoryService:
             raise SessionNotFound(session_id)
         events = self._sessions.read_events(key, EventQuery())
         return self.save_events(key, events, parsed, previous=[])
+
+    def add_events(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        policy: str | dict[str, Any] | None = None,
+    ) -> dict[str, int]:
+        """Save explicit events (ADK's ``add_events_to_memory``): each one the policy keeps with text becomes one
+        memory, once per event id within ``session_id`` (the same memory a save of that session makes; without a
+        session, the ids share one scope of their own). The session need not exist. A forgotten event is never
+        saved again, as with a session's events. The events in the order sent are each other's context.
+        """
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        if session_id is not None:
+            validate_identifier(session_id, "session_id", UnprocessableInput)
+        if not events:
+            raise UnprocessableInput("events must be a non-empty list", field="events")
+        if len(events) > MAX_BATCH:
+            raise UnprocessableInput(f"events holds {len(events)} items; at most {MAX_BATCH}", field="events")
+        parsed = parse_policy(policy, default=EXPLICIT_EVENTS_POLICY)
+        dumped = []
+        for event in events:
+            data = event.dump()
+            # An event without an id is named by its content, so that sending it again saves nothing new.
+            data.setdefault("id", "c-" + hashlib.sha256(dumps(data).encode()).hexdigest()[:32])
+            dumped.append(data)
+        key = SessionKey(app_name, user_id, session_id or NO_SESSION)
+        return self.save_events(key, dumped, parsed, previous=[])
 
     def save_events(
         self,
