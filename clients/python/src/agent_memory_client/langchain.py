@@ -35,7 +35,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -59,7 +59,6 @@ from langgraph.checkpoint.base import (
     PendingWrite,
     get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.store.base import (
     BaseStore,
@@ -76,6 +75,14 @@ from langgraph.store.base import (
 from . import AsyncClient, Client
 from . import models as wire
 from .errors import EventIdConflict, NotFound
+
+try:
+    from langgraph.checkpoint.base import writes_sort_key
+except ImportError:  # langgraph-checkpoint before 4: the order LangGraph applies a super-step's writes in
+
+    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
+        return (task_path, task_id, idx)
+
 
 __all__ = [
     "RemoteChatMessageHistory",
@@ -98,7 +105,8 @@ def _digest(*parts: str, size: int = 40) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat()
+    # datetime.UTC is Python 3.11+; the client supports 3.10.
+    return datetime.now(timezone.utc).isoformat()
 
 
 async def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
