@@ -417,3 +417,10 @@ def test_lexical_only_scores_are_calibrated_too() -> None:
     match = index.lexical_match("charity race")
     assert match.shape == (6,) and 0 < match[5] < 1 and float(match.max()) == float(match[5])
     assert float(index.lexical_match("tungsten").max()) == 0.0
+
+
+def test_the_documented_default_cuts_are_the_calibrations() -> None:
+    from agent_memory.requests import MIN_SCORE_DESCRIPTION
+
+    assert f"Default {index_module.HYBRID_CALIBRATION.min_score:g} " in MIN_SCORE_DESCRIPTION
+    assert f"`EMBEDDER=none`), {index_module.LEXICAL_CALIBRATION.min_score:g}:" in MIN_SCORE_DESCRIPTION

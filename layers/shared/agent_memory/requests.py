@@ -94,9 +94,11 @@ TopK = Annotated[
     QueryInt | None, Query(ge=1, le=MAX_TOP_K, description=f"how many memories, 1-{MAX_TOP_K} (default 5)")
 ]
 MIN_SCORE_DESCRIPTION = (
-    "leave out memories scoring below this, 0-1 (default: the service's `SEARCH_MIN_SCORE`, 0.1 unless set); "
-    "0 returns the top_k whatever they score"
+    "leave out memories whose score is below this, 0-1. Default 0.015 (the calibrated cut, so that a query that "
+    "matches nothing finds nothing); searching without vectors (`EMBEDDER=none`), 0: a memory must share a word "
+    "with the query. 0 returns the top_k whatever they score"
 )
+"""The defaults named here are ``search.index.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
 MinScore = Annotated[Fraction | None, Query(description=MIN_SCORE_DESCRIPTION)]
 ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
