@@ -225,8 +225,10 @@ class Core:
                     yield Sleep(self.delay(attempt, None))
                     attempt += 1
                     continue
-                kind = RequestTimeout if isinstance(reply, httpx.TimeoutException) else TransportError
-                raise kind(f"{type(reply).__name__}: {reply}" if str(reply) else type(reply).__name__) from reply
+                timed_out = isinstance(reply, httpx.TimeoutException)
+                kind, code = (RequestTimeout, "timeout") if timed_out else (TransportError, "connection_error")
+                message = f"{type(reply).__name__}: {reply}" if str(reply) else type(reply).__name__
+                raise kind(message, code=code) from reply
             assert isinstance(reply, httpx.Response)
             if reply.status_code < 400:
                 return reply
