@@ -480,6 +480,50 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(store: Session
     assert got.state == {f"last{w}": each - 1 for w in range(writers)}
 
 
+def test_appends_racing_compactions_never_share_a_seq_and_only_appends_count(store: SessionStore) -> None:
+    """Writers and a compactor on one session with no lock between them (as Lambda containers and the schedule
+    are): every item has its own seq, seqs have no gap, and the version counts the client appends only."""
+    import threading
+
+    live, _ = store.create_session(record(), ScopedDelta())
+    writers, each, compactions = 4, 6, 6
+    errors: list[BaseException] = []
+    landed: list[str] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(each):
+                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i)], None)
+        except BaseException as exc:  # reported below: a thread's failure must fail the test
+            errors.append(exc)
+
+    def compactor() -> None:
+        try:
+            for i in range(compactions):
+                got = store.get_session(KEY)
+                assert got is not None
+                summary = event(f"c{i}", 2000.0 + i, text="summary")
+                if store.append_compaction(
+                    KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation
+                ):
+                    landed.append(summary.id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    threads.append(threading.Thread(target=compactor))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = store.read_events(KEY, EventQuery())
+    assert [e["seq"] for e in stored] == list(range(1, writers * each + len(landed) + 1))
+    assert landed and {e["id"] for e in stored} >= set(landed)
+    got = store.get_session(KEY)
+    assert got is not None and got.version == writers * each and got.last_seq == len(stored)
+
+
 # --- the change feed ------------------------------------------------------------------------------------------
 
 
