@@ -20,7 +20,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 BACKEND ?= embedded
 DATA_DIR ?= .data
 
-.PHONY: run wipe test client-test client-lock unit lint template build smoke bench lock clean
+.PHONY: run wipe test client-test client-lock unit lint template openapi build smoke bench lock clean
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -63,6 +63,9 @@ lint: $(STAMP)
 template: $(STAMP)
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template template.yaml
+
+openapi: $(STAMP)  # regenerate docs/openapi.json from the route table (tests/unit/test_openapi.py checks it is current)
+	PYTHONPATH=layers/shared $(BIN)/python -m agent_memory.openapi docs/openapi.json
 
 build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build

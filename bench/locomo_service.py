@@ -20,6 +20,7 @@ from typing import Any
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.environment import bench_environment
 from bench.locomo import Conversation, evaluate, load_conversations
+from bench.off_topic import OFF_TOPIC
 
 TABLE = "agent-memory-locomo"
 BUCKET = "agent-memory-locomo-context"
@@ -65,7 +66,21 @@ def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -
     for q in conversation.questions:
         hits = call("POST", f"/apps/locomo/users/{user}/memories/search", {"query": q.question, "top_k": k})
         answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
+    # Queries that should find nothing (answered under their own keys): off-topic ones, and LoCoMo's
+    # adversarial questions (category 5: not answerable from the conversation)
+    for text in OFF_TOPIC:
+        hits = call("POST", f"/apps/locomo/users/{user}/memories/search", {"query": text, "top_k": k})
+        answers[f"off-topic: {text}"] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
     return answers
+
+
+def empty_shares(answers: list[dict[str, list[str]]], conversations: list[Conversation]) -> tuple[float, float]:
+    """The share of off-topic queries, and of adversarial questions, answered with no memory at all."""
+    off_topic = [not a[key] for a in answers for key in a if key.startswith("off-topic: ")]
+    adversarial = [
+        not answers[c][q.question] for c, conv in enumerate(conversations) for q in conv.questions if q.category == 5
+    ]
+    return sum(off_topic) / len(off_topic), sum(adversarial) / len(adversarial)
 
 
 def main() -> None:
@@ -94,6 +109,11 @@ def main() -> None:
         print(
             f"| category {category} ({row['questions']} questions) | {row['recall@5']:.3f} | {row['recall@10']:.3f} |"
         )
+    off_topic, adversarial = empty_shares(answers, conversations)
+    print(
+        f"\nanswered with no memory: off-topic queries {off_topic:.3f} ({len(OFF_TOPIC)} per user), "
+        f"adversarial (category 5) questions {adversarial:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def main() -> None:
                 wired.session_store,
                 store,
                 wired.claim_store,
-                lambda index, query, k: index.search(query, k, embedder=embedder),
+                lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
             )
             counter = RequestCounter().attach(clients["s3"])
             started = time.perf_counter()

@@ -1,30 +1,49 @@
-"""GET or POST /apps/{app_name}/users/{user_id}/memories/search: hybrid search of the user's memories."""
+"""GET or POST /apps/{app_name}/users/{user_id}/memories/search: hybrid search of the user's memories.
+
+Also GET /openapi.json: the API's OpenAPI document, generated from the route table on the first request (any
+function could serve it; this one is read-only and already loads the request models).
+"""
 
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.api import JSON, create_app, json_response, lambda_entry
 from agent_memory.composition import services
-from agent_memory.requests import AppName, SearchQuery, SearchRequest, TopK, UserId
+from agent_memory.requests import AppName, MinScore, SearchQuery, SearchRequest, TopK, UserId
 from agent_memory.service.memories import DEFAULT_TOP_K
 
 app = create_app()
 
 
 @app.get("/apps/<app_name>/users/<user_id>/memories/search")
-def search_get(app_name: AppName, user_id: UserId, query: SearchQuery, top_k: TopK = None) -> Response[str]:
+def search_get(
+    app_name: AppName, user_id: UserId, query: SearchQuery, top_k: TopK = None, min_score: MinScore = None
+) -> Response[str]:
     result = services().memories.search(
-        app_name=app_name, user_id=user_id, query=query, top_k=DEFAULT_TOP_K if top_k is None else top_k
+        app_name=app_name,
+        user_id=user_id,
+        query=query,
+        top_k=DEFAULT_TOP_K if top_k is None else top_k,
+        min_score=min_score,
     )
     return json_response(200, result)
 
 
 @app.post("/apps/<app_name>/users/<user_id>/memories/search")
 def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchRequest, Body()]) -> Response[str]:
-    result = services().memories.search(app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k)
+    result = services().memories.search(
+        app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k, min_score=body.min_score
+    )
     return json_response(200, result)
+
+
+@app.get("/openapi.json")
+def openapi() -> Response[str]:
+    from agent_memory.openapi import document_json  # built on the first request only
+
+    return Response(status_code=200, content_type=JSON, body=document_json())
 
 
 lambda_handler = lambda_entry(app)

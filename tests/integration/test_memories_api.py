@@ -150,6 +150,24 @@ def test_explicit_events_save_once_and_are_found(api: Api) -> None:
     assert bad.status == 422 and bad.error["field"] == "events[0].timestamp"
 
 
+def test_min_score_cuts_by_the_calibrated_score(api: Api) -> None:
+    save(api, {"memories": [{"text": "I play the cello every morning"}, {"text": "the cello teacher moved away"}]})
+    everything = search(api, "cello lessons morning", min_score=0)
+    assert len(everything) == 2 and all(0 < h["score"] < 1 for h in everything)
+    best = max(h["score"] for h in everything)
+    assert [h["score"] for h in search(api, "cello lessons morning", min_score=best)] == [best]
+    assert search(api, "cello lessons morning", min_score=1) == []
+    assert search(api, "tungsten boiling point") == []  # matches nothing: nothing, not the user's memories
+    got = api.request("GET", f"{BASE}/search", query={"query": "cello lessons morning", "min_score": str(best)})
+    assert got.status == 200 and [h["score"] for h in got.body["memories"]] == [best]
+    for bad in ("1.5", "-0.1", "nan", "true", "x"):
+        reply = api.request("GET", f"{BASE}/search", query={"query": "cello", "min_score": bad})
+        assert reply.status == 400 and reply.error["field"] == "min_score", (bad, reply.body)
+    for bad_value in (1.5, -0.1, True, "0.5"):
+        reply = api.request("POST", f"{BASE}/search", json_body={"query": "cello", "min_score": bad_value})
+        assert reply.status == 422 and reply.error["field"] == "min_score", (bad_value, reply.body)
+
+
 def test_memories_are_private_per_user(api: Api) -> None:
     seed_session(api)
     save(api, {"session_id": "s1"})

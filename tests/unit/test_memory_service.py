@@ -28,7 +28,11 @@ def parts() -> tuple[MemoryService, InMemorySessionStore, InMemoryMemoryStore]:
     sessions = InMemorySessionStore()
     memories = InMemoryMemoryStore(build, SearchIndex.combine)
     service = MemoryService(
-        sessions, memories, InMemoryClaimStore(), lambda index, q, k: index.search(q, k), clock=lambda: 1000.0
+        sessions,
+        memories,
+        InMemoryClaimStore(),
+        lambda index, q, k, cut: index.search(q, k, min_score=cut),
+        clock=lambda: 1000.0,
     )
     return service, sessions, memories
 

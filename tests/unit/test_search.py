@@ -371,3 +371,56 @@ def test_a_text_longer_than_the_budget_still_gets_the_end_of_its_context() -> No
     SearchIndex.build([doc], embedder)
     (embedded,) = embedder.seen
     assert embedded == doc.text + "\nuser: earlier words here 8 May 2023"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Calibrated scores and the default cut
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_a_score_is_the_memorys_own_not_relative_to_the_other_candidates(minilm: MiniLMEmbedder) -> None:
+    query = "charity race for mental health"
+    alone = SearchIndex.build([DOCS[5]], minilm).search(query, 3, minilm)
+    among = dict(SearchIndex.build(DOCS, minilm).search(query, 6, minilm))
+    # min-max fusion gave a lone memory 0.0 and the top hit 1.0 whatever they matched; a calibrated score moves
+    # only with the index's term statistics
+    assert alone[0][0] == "m6" and 0.2 < alone[0][1] < 0.6
+    assert abs(among["m6"] - alone[0][1]) < 0.05
+    assert all(0 <= score <= 1 for score in among.values())
+
+
+def test_a_query_that_matches_nothing_finds_nothing_by_default(minilm: MiniLMEmbedder) -> None:
+    index = SearchIndex.build(DOCS, minilm)
+    for query in ("What is the boiling point of tungsten?", "Which PostgreSQL isolation level prevents phantom reads?"):
+        assert index.search(query, 5, minilm, min_score=None) == []
+        assert len(index.search(query, 5, minilm, min_score=0)) == 5  # 0: the top_k whatever they score
+    assert ids(index.search("support group", 5, minilm, min_score=None)) == ["m1"]
+    assert ids(index.search("who adopted kids", 5, minilm, min_score=None))[0] == "m3"
+
+
+def test_min_score_keeps_only_memories_scoring_at_least_that(minilm: MiniLMEmbedder) -> None:
+    index = SearchIndex.build(DOCS, minilm)
+    everything = index.search("kids", 6, minilm)
+    threshold = sorted(score for _, score in everything)[3]
+    kept = index.search("kids", 6, minilm, min_score=threshold)
+    assert kept and all(score >= threshold for _, score in kept)
+    assert {i for i, _ in kept} == {i for i, s in everything if s >= threshold}
+    assert index.search("kids", 6, minilm, min_score=1.0) == []
+
+
+def test_lexical_only_scores_are_calibrated_too() -> None:
+    index = SearchIndex.build(DOCS)
+    hits = index.search("charity race", 6, min_score=None)
+    assert ids(hits) == ["m6"] and 0 < hits[0][1] < 1
+    assert index.search("tungsten boiling point", 6, min_score=None) == []
+    # the lexical match of a memory: its BM25F score as a share of the query's ceiling
+    match = index.lexical_match("charity race")
+    assert match.shape == (6,) and 0 < match[5] < 1 and float(match.max()) == float(match[5])
+    assert float(index.lexical_match("tungsten").max()) == 0.0
+
+
+def test_the_documented_default_cuts_are_the_calibrations() -> None:
+    from agent_memory.requests import MIN_SCORE_DESCRIPTION
+
+    assert f"Default {index_module.HYBRID_CALIBRATION.min_score:g} " in MIN_SCORE_DESCRIPTION
+    assert f"`EMBEDDER=none`), {index_module.LEXICAL_CALIBRATION.min_score:g}:" in MIN_SCORE_DESCRIPTION

@@ -137,6 +137,14 @@ TimeInput = Annotated[
 ]
 """A time a client may also write as ISO 8601 (memory timestamps, ``after_timestamp``)."""
 
+Fraction = Annotated[
+    float,
+    BeforeValidator(_not_bool),
+    AfterValidator(_finite),
+    Field(ge=0.0, le=1.0, description="a number from 0 to 1"),
+]
+"""A share or a score: a number (not a boolean, not NaN) from 0 to 1."""
+
 StrictCount = Annotated[int, Strict()]
 """A JSON integer: not a boolean, not ``2.0``."""
 

@@ -235,7 +235,7 @@ class Services:
                 self.session_store,
                 self.memory_store,
                 self.claim_store,
-                lambda index, query, k: index.search(query, k, embedder=embedder),
+                lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
                 default_policy=self.settings.autosave_policy_value(),
             )
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag, model_validator
 
 from .bounds import (
     MAX_BATCH,
     MAX_MEMORY_TEXT,
     MAX_PARAMETER_CHARS,
     MAX_QUERY_CHARS,
+    Fraction,
     Identifier,
     Metadata,
     Policy,
@@ -92,6 +93,13 @@ SearchQuery = Annotated[
 TopK = Annotated[
     QueryInt | None, Query(ge=1, le=MAX_TOP_K, description=f"how many memories, 1-{MAX_TOP_K} (default 5)")
 ]
+MIN_SCORE_DESCRIPTION = (
+    "leave out memories whose score is below this, 0-1. Default 0.015 (the calibrated cut, so that a query that "
+    "matches nothing finds nothing); searching without vectors (`EMBEDDER=none`), 0: a memory must share a word "
+    "with the query. 0 returns the top_k whatever they score"
+)
+"""The defaults named here are ``search.index.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
+MinScore = Annotated[Fraction | None, Query(description=MIN_SCORE_DESCRIPTION)]
 ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
 ]
@@ -200,3 +208,4 @@ class SearchRequest(_Request):
 
     query: Annotated[NonBlank, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     top_k: StrictCount = Field(default=5, ge=1, le=MAX_TOP_K, description=f"1-{MAX_TOP_K}, default 5")
+    min_score: Annotated[Fraction, Strict()] | None = Field(default=None, description=MIN_SCORE_DESCRIPTION)

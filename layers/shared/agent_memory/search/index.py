@@ -14,6 +14,13 @@ Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
 - dense: cosine similarity of the query's embedding with each document's (int8 rows x float query, in chunks);
 - hybrid: weighted score fusion of the two, each min-max normalised over the index (or reciprocal-rank fusion).
 
+That fusion ranks; it is not the score a search returns, since min-max normalisation makes it relative to the
+query's other candidates (the top hit always near 1, a lone memory 0). The returned score is ``Calibration``'s:
+a logistic function of the memory's own lexical match (``lexical_match``) and cosine similarity, fitted on
+LoCoMo (``bench/calibrate.py``) so that it estimates the probability that a retrieved memory is relevant to the
+query, the same for every query; a search leaves out memories scoring below ``min_score`` (by default the
+calibration's), so that a query that matches nothing finds nothing.
+
 If there is no embedder, no vector, or the query cannot be embedded, search is lexical only (with a warning).
 Serialisation is an ``.npz`` archive of plain arrays plus a JSON header (ids, vocabulary, model): no pickle.
 """
@@ -91,6 +98,39 @@ class SearchConfig:
 
 
 DEFAULT_CONFIG = SearchConfig()
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A memory's score for a query: ``1 / (1 + exp(-(bias + lexical * lexical_match + dense * cosine)))``.
+
+    Fitted by ``bench/calibrate.py`` on the tuning conversations of LoCoMo (26, 30, 41): the direction
+    (lexical against dense) by a logistic regression over every memory of each question's user (evidence
+    turns positive), the scale by Platt scaling over the retrieved top 10, so that among retrieved memories
+    the score is the share that is relevant (checked on the validation conversations, 42 and 43). ``min_score``
+    is the default cut: the largest that keeps the tuning questions' recall@5 and @10. The dense weights are
+    MiniLM's (other embedders' cosines are on similar scales, not calibrated); lexical-only search (no
+    vectors, or a query that could not be embedded) has its own fit.
+    """
+
+    bias: float
+    lexical: float
+    dense: float
+    min_score: float
+
+    def scores(self, lexical_match: F32, cosine: F32 | None) -> F32:
+        z = np.float32(self.bias) + np.float32(self.lexical) * lexical_match
+        if cosine is not None:
+            z = z + np.float32(self.dense) * cosine
+        out: F32 = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float32)
+        return out
+
+
+HYBRID_CALIBRATION = Calibration(bias=-5.68, lexical=5.345, dense=4.406, min_score=0.015)
+# Lexical only, the rule would give 0.03, which still answers half the off-topic queries on LoCoMo (they share
+# words with some memory) and, in a small store, where a word's idf swings with every memory, drops real
+# matches: without vectors a memory must share a query word (as before), and no score cut applies by default.
+LEXICAL_CALIBRATION = Calibration(bias=-3.868, lexical=6.361, dense=0.0, min_score=0.0)
 
 
 # What a document's vector is computed from: its text, then as much of its context as fits in about 512
@@ -511,26 +551,40 @@ class SearchIndex:
         exclude: frozenset[str] = frozenset(),
         *,
         config: SearchConfig | None = None,
+        min_score: float | None = 0.0,
     ) -> list[tuple[str, float]]:
-        """The ``top_k`` best (id, score) pairs for ``query``, best first. Never raises for a failing embedder:
+        """The ``top_k`` best (id, score) pairs for ``query``, in ranking order, among the memories whose
+        calibrated score (``Calibration``) is at least ``min_score`` (None: the calibration's default; 0: any).
+
+        The ranking is the configured one (hybrid fusion; lexical only when there are no vectors); the score is
+        each memory's own, so a memory ranked lower may score higher. Never raises for a failing embedder:
         search is then lexical only, and a warning is logged. A blank query gives an empty list."""
         config = config or DEFAULT_CONFIG
         n = len(self)
         if top_k <= 0 or n == 0 or not query or not query.strip():
             return []
         dense = self._dense_scores(query, embedder) if config.mode != "lexical" else None
-        lexical = self._lexical_scores(query, config) if config.mode != "dense" or dense is None else None
+        lexical = self._lexical_scores(query, config)
+        calibration = LEXICAL_CALIBRATION if dense is None else HYBRID_CALIBRATION
+        ceiling = self._lexical_ceiling(query, config)
+        match = lexical / np.float32(ceiling) if ceiling > 0 else np.zeros(n, dtype=np.float32)
+        # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
+        calibrated = np.round(calibration.scores(match.astype(np.float32), dense).astype(np.float64), 4)
+        cut = calibration.min_score if min_score is None else min_score
 
         if dense is None:  # lexical only: a document must match a query term
-            assert lexical is not None
-            return self._top(lexical, top_k, exclude, positive_only=True)
-        if lexical is None:
-            return self._top(dense, top_k, exclude, positive_only=False)
-        if config.fusion == "rrf":
-            fused = self._rrf(lexical, dense, config, exclude)
-            return self._top(fused, top_k, exclude, positive_only=True)
-        fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
-        return self._top(fused, top_k, exclude, positive_only=False)
+            ranking, positive_only = lexical, True
+        elif config.mode == "dense":
+            ranking, positive_only = dense, False
+        elif config.fusion == "rrf":
+            ranking, positive_only = self._rrf(lexical, dense, config, exclude), True
+        else:
+            fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
+            ranking, positive_only = fused.astype(np.float32), False
+        if cut > 0:
+            ranking = np.where(calibrated >= cut, ranking, np.float32(-np.inf)).astype(np.float32)
+        top = self._top_positions(ranking, top_k, exclude, positive_only=positive_only)
+        return [(self._ids[i], float(calibrated[i])) for i in top]
 
     def lexical_scores(self, query: str, config: SearchConfig | None = None) -> F32:
         """BM25F score of every document for ``query`` (0 where no query term occurs)."""
@@ -562,6 +616,31 @@ class SearchIndex:
             idf = np.float32(math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5)))
             scores[docs] += idf * tf * k1p1 / (tf + norm[docs])  # docs are unique within one posting list
         return scores
+
+    def lexical_match(self, query: str, config: SearchConfig | None = None) -> F32:
+        """Each document's BM25F score as a share of the query's ceiling, in [0, 1): 0 when no query term
+        occurs, near 1 when every query term occurs often. The ceiling sums, over the query's distinct terms,
+        the most a term can add (idf x (k1 + 1)), terms this index has never seen included (as rare as a term
+        one memory holds): a query whose words no memory holds matches every memory little."""
+        config = config or DEFAULT_CONFIG
+        scores = self._lexical_scores(query, config)
+        ceiling = self._lexical_ceiling(query, config)
+        if ceiling <= 0:
+            return np.zeros(len(self), dtype=np.float32)
+        return (scores / np.float32(ceiling)).astype(np.float32)
+
+    def _lexical_ceiling(self, query: str, config: SearchConfig) -> float:
+        n = len(self)
+        term_map = self._term_map()
+        post_ptr = self._inverted()[0] if n else np.zeros(1, dtype=np.int64)
+        total = 0.0
+        for token in set(tokenize(query)):
+            term = term_map.get(token)
+            # A term no memory holds weighs as one that a single memory holds: as much as the rarest word can,
+            # without the idf of df 0, which in a small index dwarfs every term that does occur.
+            df = 1 if term is None else max(1, int(post_ptr[term + 1] - post_ptr[term]))
+            total += math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (config.k1 + 1.0)
+        return total
 
     def _inverted(self) -> tuple[I64, I32, U16, U16]:
         """Postings by term: (ptr by term id, doc positions, text tf, context tf); built once."""
@@ -634,10 +713,6 @@ class SearchIndex:
         order = np.lexsort((candidates, -scores[candidates]))  # best first; ties: index order
         best: I64 = candidates[order]
         return best
-
-    def _top(self, scores: F32, k: int, exclude: frozenset[str], *, positive_only: bool) -> list[tuple[str, float]]:
-        top = self._top_positions(scores, k, exclude, positive_only=positive_only)
-        return [(self._ids[i], float(scores[i])) for i in top]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ class MemoryService:
         sessions: SessionStore,
         memories: MemoryStore,
         claims: ClaimStore,
-        search: Callable[[Any, str, int], list[tuple[str, float]]],
+        search: Callable[[Any, str, int, float | None], list[tuple[str, float]]],
         default_policy: str | dict[str, Any] = "default",
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -300,18 +300,32 @@ class MemoryService:
 
     # --- search and forget ----------------------------------------------------------------------------------
 
-    def search(self, *, app_name: str, user_id: str, query: str, top_k: int = DEFAULT_TOP_K) -> dict[str, Any]:
-        """The user's memories that best match ``query``, best first (at most ``top_k``)."""
+    def search(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = DEFAULT_TOP_K,
+        min_score: float | None = None,
+    ) -> dict[str, Any]:
+        """The user's memories that best match ``query``, best first (at most ``top_k``), leaving out those whose
+        score is below ``min_score`` (None: the search's calibrated default, so that a query that matches
+        nothing finds nothing; 0: none left out)."""
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
         if not query.strip():
             raise InvalidInput("query must be a non-blank string", field="query")
         if isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}", field="top_k")
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
+        ):
+            raise InvalidInput("min_score must be a number from 0 to 1", field="min_score")
         view = self._memories.view(app_name, user_id)
         if view.index is None or not view.records:
             return {"memories": []}
-        hits = self._search(view.index, query, top_k)
+        hits = self._search(view.index, query, top_k, min_score)
         return {"memories": [memory_entry(view.records[i], s) for i, s in hits if i in view.records][:top_k]}
 
     def forget(self, app_name: str, user_id: str, memory_id: str) -> None:

@@ -1,0 +1,129 @@
+"""Response models: what every route answers, as the OpenAPI document (``openapi.py``) describes it.
+
+The handlers build their answers as plain JSON (``api.json_response``): stored events and state are returned
+as stored, never re-validated on the way out (``models.Session`` says why). These models are the answers'
+documented shape, snake_case throughout; they accept unknown fields (``extra="allow"``), as a client should
+(a newer server may add fields). ``tests/integration/test_openapi.py`` validates real answers against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .models import Event
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorDetail(_Response):
+    code: str = Field(description="machine-readable: `invalid_input`, `session_not_found`, `already_exists`, …")
+    message: str = Field(description="for people; never parse it")
+    field: str | None = Field(default=None, description="the parameter or body field at fault (`events[3].id`)")
+
+
+class ErrorResponse(_Response):
+    """Every 4xx and 5xx answer, whatever the route."""
+
+    error: ErrorDetail
+
+
+class Session(_Response):
+    """A session: its events (one page, oldest first) and its state merged from the session, `user:` and `app:`
+    scopes."""
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any] = Field(description="session state merged with the `user:` and `app:` scopes")
+    events: list[Event] = Field(default_factory=list, description="absent from listings")
+    create_time: float = Field(description="seconds since the epoch")
+    last_update_time: float = Field(description="seconds since the epoch")
+    version: int = Field(description='counts client appends; the ETag is `"<version>"`')
+    next_token: str | None = Field(default=None, description="the next page of events; null on the last page")
+    created: bool | None = Field(default=None, description="create only: true when this request created it")
+
+
+class SessionSummary(_Response):
+    """A session in a listing: no events."""
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any]
+    create_time: float
+    last_update_time: float
+    version: int
+
+
+class SessionPage(_Response):
+    sessions: list[SessionSummary]
+    next_token: str | None = Field(default=None, description="the next page; null on the last page")
+
+
+class UserState(_Response):
+    app_name: str
+    user_id: str
+    state: dict[str, Any] = Field(description="the user's state, keys with their `user:` prefix")
+
+
+class AppState(_Response):
+    app_name: str
+    state: dict[str, Any] = Field(description="the app's state, keys with their `app:` prefix")
+
+
+class EventList(_Response):
+    """A batch append's answer: the stored events, in order."""
+
+    events: list[Event]
+
+
+class ContextResponse(_Response):
+    messages: list[dict[str, Any]] = Field(description="in the requested `format` (`openai`, `full`, `adk`)")
+    summary: str | None = Field(default=None, description="the rolling summary of compacted history, if any")
+    token_estimate: int
+    compacted_events: int
+    dropped_events: int
+
+
+class CompactResponse(_Response):
+    compacted: bool
+    event: Event | None = Field(default=None, description="the compaction event, when one was written")
+    reason: str | None = Field(default=None, description="why nothing was compacted")
+
+
+class SaveResult(_Response):
+    saved: int = Field(description="memories stored by this request")
+    skipped: int = Field(description="items not stored: filtered out, empty, or stored before")
+
+
+class MemoryPart(_Response):
+    text: str
+
+
+class MemoryContent(_Response):
+    role: str = Field(description="`user`, or `model` for anything another author said")
+    parts: list[MemoryPart]
+
+
+class MemoryEntry(_Response):
+    """ADK's MemoryEntry, plus its id (to forget it) and its score."""
+
+    id: str = Field(description="the memory's id, for `DELETE …/memories/{memory_id}`")
+    content: MemoryContent
+    author: str
+    timestamp: str = Field(description="ISO 8601, UTC")
+    custom_metadata: dict[str, Any]
+    score: float = Field(
+        ge=0.0,
+        le=1.0,
+        description="the estimated probability that this memory is relevant to the query (the same meaning for "
+        "every query; see the README)",
+    )
+
+
+class SearchResponse(_Response):
+    memories: list[MemoryEntry] = Field(description="best first; none scoring below `min_score`")

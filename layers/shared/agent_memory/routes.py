@@ -1,0 +1,323 @@
+"""The route table: every HTTP route of the API, in one place, with its function and typed models.
+
+Each route names its method, its path (as ``template.yaml`` writes it), the template's function that serves it,
+the operation's signature (the same parameters, with the same annotated types from ``requests.py``, as the
+handler in ``functions/<name>/app.py``: Powertools validates a request from those) and its answers (status ->
+response model from ``responses.py``, or None for no content), plus the errors it can answer.
+
+``openapi.py`` builds the OpenAPI document from this table alone, so any function (the deployed API routes
+``GET /openapi.json`` to one) can serve it. Tests keep the table honest: its routes are exactly the template's,
+and each route's parameters and body are exactly what its handler declares (``tests/unit/test_openapi.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+
+from . import responses as out
+from .models import Event
+from .requests import (
+    AfterTimestamp,
+    AppendRequest,
+    AppName,
+    Budget,
+    ContextFormat,
+    CreateSessionRequest,
+    EventPageLimit,
+    IfMatch,
+    Limit,
+    MemoryId,
+    MinScore,
+    NextToken,
+    NumRecentEvents,
+    SaveMemoriesRequest,
+    SearchQuery,
+    SearchRequest,
+    SessionId,
+    TopK,
+    UserId,
+)
+
+# The errors every route may answer: a bad parameter or body, a body too large, storage out of capacity.
+COMMON_ERRORS = (400, 413, 422, 503)
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # /apps/{app_name}/..., as template.yaml writes it
+    function: str  # the template's logical id of the function serving it
+    signature: Callable[..., Any]  # the handler's parameters (its body is never called)
+    summary: str
+    responses: dict[int, Any]  # status -> response model or type (None: no content)
+    errors: tuple[int, ...] = ()  # beyond COMMON_ERRORS
+    tag: str = "sessions"
+    headers: dict[int, dict[str, str]] = field(default_factory=dict)  # status -> response header -> description
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    @property
+    def operation_id(self) -> str:
+        return self.signature.__name__
+
+
+# --- the operations' signatures (the handlers' parameters, one for one) ------------------------------------------
+# ``If-None-Match`` on create is the i10-sessions branch's; declared here as the contract has it (``PENDING``).
+IfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="if-none-match",
+        description="`*`: strict create; when the session id exists, 409 `already_exists` and nothing changes",
+    ),
+]
+
+
+def create_session(
+    app_name: AppName,
+    user_id: UserId,
+    body: Annotated[CreateSessionRequest | None, Body()] = None,
+    if_none_match: IfNoneMatch = None,
+) -> None: ...
+
+
+def get_session(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    num_recent_events: NumRecentEvents = None,
+    after_timestamp: AfterTimestamp = None,
+    limit: EventPageLimit = None,
+    next_token: NextToken = None,
+) -> None: ...
+
+
+def list_sessions(app_name: AppName, user_id: UserId, limit: Limit = None, next_token: NextToken = None) -> None: ...
+
+
+def list_app_sessions(app_name: AppName, limit: Limit = None, next_token: NextToken = None) -> None: ...
+
+
+def get_user_state(app_name: AppName, user_id: UserId) -> None: ...
+
+
+def get_app_state(app_name: AppName) -> None: ...
+
+
+def delete_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> None: ...
+
+
+def append_event(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    body: Annotated[AppendRequest, Body()],
+    if_match: IfMatch = None,
+) -> None: ...
+
+
+def get_context(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    format: ContextFormat = "openai",
+    max_tokens: Budget = None,
+    max_messages: Budget = None,
+    max_chars: Budget = None,
+    keep_first: Annotated[bool, Query()] = False,
+    start_with_user: Annotated[bool, Query()] = False,
+    include_summary: Annotated[bool, Query()] = True,
+) -> None: ...
+
+
+def compact_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> None: ...
+
+
+def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> None: ...
+
+
+def search_get(
+    app_name: AppName, user_id: UserId, query: SearchQuery, top_k: TopK = None, min_score: MinScore = None
+) -> None: ...
+
+
+def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchRequest, Body()]) -> None: ...
+
+
+def forget_one(app_name: AppName, user_id: UserId, memory_id: MemoryId) -> None: ...
+
+
+def forget_all(app_name: AppName, user_id: UserId) -> None: ...
+
+
+def openapi() -> None: ...
+
+
+_SESSIONS = "/apps/{app_name}/users/{user_id}/sessions"
+_SESSION = _SESSIONS + "/{session_id}"
+_MEMORIES = "/apps/{app_name}/users/{user_id}/memories"
+_ETAG = {"ETag": 'the session\'s version, `"<version>"`, for `If-Match`'}
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        _SESSIONS,
+        "CreateSessionFunction",
+        create_session,
+        "Get or create a session (strict create with `If-None-Match: *`)",
+        {201: out.Session, 200: out.Session},
+        errors=(409,),
+        headers={201: _ETAG, 200: _ETAG},
+    ),
+    Route(
+        "GET",
+        _SESSIONS,
+        "ListSessionsFunction",
+        list_sessions,
+        "List a user's sessions, oldest updated first, state merged, no events",
+        {200: out.SessionPage},
+    ),
+    Route(
+        "GET",
+        "/apps/{app_name}/sessions",
+        "ListSessionsFunction",
+        list_app_sessions,
+        "List the sessions of every user of an app, state merged, no events",
+        {200: out.SessionPage},
+    ),
+    Route(
+        "GET",
+        "/apps/{app_name}/users/{user_id}/state",
+        "GetSessionFunction",
+        get_user_state,
+        "Read a user's state (`user:` keys), without a session",
+        {200: out.UserState},
+    ),
+    Route(
+        "GET",
+        "/apps/{app_name}/state",
+        "GetSessionFunction",
+        get_app_state,
+        "Read an app's state (`app:` keys)",
+        {200: out.AppState},
+    ),
+    Route(
+        "GET",
+        _SESSION,
+        "GetSessionFunction",
+        get_session,
+        "Read a session: one page of events, state merged",
+        {200: out.Session},
+        errors=(404,),
+        headers={200: _ETAG},
+    ),
+    Route("DELETE", _SESSION, "DeleteSessionFunction", delete_session, "Delete a session", {204: None}),
+    Route(
+        "POST",
+        _SESSION + "/events",
+        "AppendEventFunction",
+        append_event,
+        "Append one event or a batch `{events: [...]}`, idempotent by event id",
+        {201: Event | out.EventList, 200: Event | out.EventList},
+        errors=(404, 409, 412),
+        headers={201: _ETAG, 200: _ETAG},
+    ),
+    Route(
+        "GET",
+        _SESSION + "/context",
+        "GetContextFunction",
+        get_context,
+        "The messages to send a model next, within budgets",
+        {200: out.ContextResponse},
+        errors=(404,),
+    ),
+    Route(
+        "POST",
+        _SESSION + "/compact",
+        "CompactSessionFunction",
+        compact_session,
+        "Compact a session now",
+        {200: out.CompactResponse},
+        errors=(404, 502, 504),
+    ),
+    Route(
+        "POST",
+        _MEMORIES,
+        "SaveMemoriesFunction",
+        save_memories,
+        "Save to long-term memory: a session's events by policy, explicit events, or texts",
+        {200: out.SaveResult},
+        errors=(404, 502, 504),
+        tag="memories",
+    ),
+    Route(
+        "POST",
+        _MEMORIES + "/search",
+        "SearchMemoriesFunction",
+        search_post,
+        "Search a user's memories",
+        {200: out.SearchResponse},
+        tag="memories",
+    ),
+    Route(
+        "GET",
+        _MEMORIES + "/search",
+        "SearchMemoriesFunction",
+        search_get,
+        "Search a user's memories (query parameters)",
+        {200: out.SearchResponse},
+        tag="memories",
+    ),
+    Route(
+        "DELETE",
+        _MEMORIES + "/{memory_id}",
+        "ForgetMemoriesFunction",
+        forget_one,
+        "Forget one memory",
+        {204: None},
+        tag="memories",
+    ),
+    Route(
+        "DELETE",
+        _MEMORIES,
+        "ForgetMemoriesFunction",
+        forget_all,
+        "Forget all of a user's memories",
+        {204: None},
+        tag="memories",
+    ),
+    Route(
+        "GET",
+        "/openapi.json",
+        "SearchMemoriesFunction",
+        openapi,
+        "This API's OpenAPI 3.1 document",
+        {200: dict[str, Any]},
+        tag="meta",
+    ),
+)
+
+PENDING = frozenset(
+    {
+        "POST /apps/{app_name}/users/{user_id}/sessions",
+        "GET /apps/{app_name}/sessions",
+        "GET /apps/{app_name}/users/{user_id}/state",
+        "GET /apps/{app_name}/state",
+    }
+)
+"""Routes (or a route's parameters) of the issue-10 contract whose handlers land with the i10-sessions branch:
+the table documents them already; the tests accept their absence from the template (or a handler without the
+new parameter) until then. Empty this set once that branch is merged."""
+
+
+def route(key: str) -> Route:
+    """The route ``"METHOD /path"``."""
+    for candidate in ROUTES:
+        if candidate.key == key:
+            return candidate
+    raise KeyError(key)
