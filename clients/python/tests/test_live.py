@@ -221,3 +221,13 @@ async def test_reading_events_after_a_time(kind: str, server_url: str, app_name:
         read = await client.call("get_session", app_name, "u1", session.id, after_timestamp=after)
         assert [e.timestamp for e in read.events] == stamps[1:], after
     await client.close()
+
+
+async def test_both_clients_close_their_connections_as_context_managers(server_url: str, app_name: str) -> None:
+    from agent_memory_client import AsyncClient
+
+    async with AsyncClient(server_url) as async_client:
+        created = await async_client.create_session(app_name, "u1")
+    with Client(server_url) as client:
+        assert client.get_session(app_name, "u1", created.id).id == created.id
+    assert async_client._http.is_closed and client._http.is_closed
