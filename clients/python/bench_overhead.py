@@ -37,9 +37,16 @@ def event(text: str) -> dict[str, Any]:
 class Pair:
     """The same operations done by raw httpx and by the SDK."""
 
-    def __init__(self, url: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, url: str, transport: httpx.BaseTransport | None = None, sigv4: bool = False) -> None:
         self.raw = httpx.Client(base_url=url, transport=transport, timeout=10)
-        self.sdk = Client(url, transport=transport, auth="none")
+        if sigv4:  # the SDK signs every request (fixed credentials); raw httpx does not
+            from botocore.credentials import Credentials
+
+            self.sdk = Client(
+                url, transport=transport, auth="sigv4", region="eu-west-1", credentials=Credentials("AKID", "SECRET")
+            )
+        else:
+            self.sdk = Client(url, transport=transport, auth="none")
         self.app = f"bench-{uuid.uuid4().hex[:8]}"
         self.session = self.sdk.create_session(self.app, "u").id
         self.sdk.append_events(self.app, "u", self.session, [event(f"message {i} " * 10) for i in range(20)])
@@ -148,8 +155,8 @@ def server(url: str | None) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an API to measure against (default: start make run)")
-    parser.add_argument("--calls", type=int, default=300, help="calls per side per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=100, help="calls per side per round")
+    parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     with server(args.url) as url:
         pair = Pair(url)
@@ -160,12 +167,11 @@ def main() -> None:
             )
         finally:
             pair.close()
-    canned = Pair("http://canned.test", transport=Canned())
-    report(
-        "in memory (httpx.MockTransport-like transport, no socket): the client's own cost",
-        measure(canned, args.calls * 3, args.rounds),
-    )
-    canned.close()
+    for sigv4 in (False, True):
+        canned = Pair("http://canned.test", transport=Canned(), sigv4=sigv4)
+        title = "in memory (a canned transport, no socket): the client's own cost" + (", signing" if sigv4 else "")
+        report(title, measure(canned, args.calls, args.rounds))
+        canned.close()
 
 
 if __name__ == "__main__":

@@ -56,4 +56,5 @@ def test_the_installed_copy_is_current(tmp_path: Path, name: str) -> None:
     probe = f"import agent_memory_client as m; print(sorted(n for n in dir(m.{name}) if not n.startswith('_')))"
     result = run(probe, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert set(methods) <= set(eval(result.stdout))
+    missing = set(methods) - set(eval(result.stdout))
+    assert not missing, f"the installed package lacks {sorted(missing)}: reinstall it (make .venv-client/.installed)"

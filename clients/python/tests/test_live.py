@@ -207,3 +207,27 @@ def test_a_memory_save_whose_answer_was_lost_stores_each_memory_once(server_url:
         client.save_memories(app_name, "u1", memories=["The dog is called Rex"])
         hits = client.search_memories(app_name, "u1", "dog name", top_k=10)
     assert [h.text for h in hits] == ["The dog is called Rex"]
+
+
+async def test_reading_events_after_a_time(kind: str, server_url: str, app_name: str) -> None:
+    from datetime import datetime, timezone
+
+    client = Driver(kind, server_url)
+    session = await client.call("create_session", app_name, "u1")
+    stamps = [1700000000.0, 1700000100.0, 1700000200.0]
+    events = [said(f"at {t}").model_copy(update={"timestamp": t}) for t in stamps]
+    await client.call("append_events", app_name, "u1", session.id, events)
+    for after in (1700000100.0, "2023-11-14T22:15:00Z", datetime.fromtimestamp(1700000100, timezone.utc)):
+        read = await client.call("get_session", app_name, "u1", session.id, after_timestamp=after)
+        assert [e.timestamp for e in read.events] == stamps[1:], after
+    await client.close()
+
+
+async def test_both_clients_close_their_connections_as_context_managers(server_url: str, app_name: str) -> None:
+    from agent_memory_client import AsyncClient
+
+    async with AsyncClient(server_url) as async_client:
+        created = await async_client.create_session(app_name, "u1")
+    with Client(server_url) as client:
+        assert client.get_session(app_name, "u1", created.id).id == created.id
+    assert async_client._http.is_closed and client._http.is_closed

@@ -115,3 +115,18 @@ def test_a_memory_save_of_events_whose_answer_was_lost_stores_them_once(server_u
         hits = client.search_memories(app_name, "u1", "boat name", top_k=10)
     assert len(transport.sent) == 3 and result.saved == 0 and result.skipped == 1  # the retry found it stored
     assert [h.text for h in hits] == ["The boat is named Aurora"]
+
+
+async def test_search_scores_and_the_default_cut(kind: str, server_url: str, app_name: str) -> None:
+    client = Driver(kind, server_url)
+    await client.call("save_memories", app_name, "u1", memories=["Ana's flight to Porto leaves on Friday"])
+    (only,) = await client.call("search_memories", app_name, "u1", "when does Ana fly to Porto?")
+    assert 0 < only.score <= 1  # a single memory is not rescaled to 0.0 or 1.0 by itself
+    assert await client.call("search_memories", app_name, "u1", "quantum chromodynamics lecture") == []
+    anything = await client.call("search_memories", app_name, "u1", "quantum chromodynamics lecture", min_score=0)
+    assert [m.text for m in anything] == ["Ana's flight to Porto leaves on Friday"]
+    at_its_score = await client.call(
+        "search_memories", app_name, "u1", "when does Ana fly to Porto?", min_score=only.score
+    )
+    assert [m.id for m in at_its_score] == [only.id]  # kept at the cut, not only above it
+    await client.close()

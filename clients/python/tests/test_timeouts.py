@@ -66,7 +66,7 @@ async def test_each_attempt_times_out_and_is_retried(kind: str, silent: Silent) 
         await client.call("get_session", "app", "u", "s1")
     elapsed = time.monotonic() - started
     assert silent.requests == 3 and len(client.sleeps) == 2
-    assert caught.value.status is None
+    assert caught.value.status is None and caught.value.code == "timeout"
     assert 0.9 <= elapsed < 5  # three read timeouts of 0.3 s, not the default 10 s
     await client.close()
 
@@ -87,5 +87,6 @@ async def test_a_refused_connection_is_retried_then_raised(kind: str) -> None:
     with pytest.raises(TransportError) as caught:
         await client.call("create_session", "app", "u", session_id="mine", strict=True)  # never sent: retried
     assert not isinstance(caught.value, RequestTimeout) and "ConnectError" in caught.value.message
+    assert caught.value.code == "connection_error"
     assert len(client.sleeps) == 2
     await client.close()

@@ -31,6 +31,7 @@ import random
 import uuid
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -105,13 +106,19 @@ def path(*segments: str) -> str:
 
 
 def query(params: Mapping[str, Any]) -> str:
-    """A query string in SigV4's canonical form (sorted, every reserved character encoded); None values left out."""
+    """A query string in SigV4's canonical form (sorted, every reserved character encoded); None values left out,
+    booleans as ``true``/``false``, datetimes as seconds since the epoch."""
     pairs = []
     for key in sorted(params):
         value = params[key]
         if value is None:
             continue
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, datetime):  # a naive datetime is taken as local time, as datetime.timestamp() does
+            text = repr(value.timestamp())
+        else:
+            text = str(value)
         pairs.append(f"{quote(key, safe='-_.~')}={quote(text, safe='-_.~')}")
     return "&".join(pairs)
 
@@ -225,8 +232,10 @@ class Core:
                     yield Sleep(self.delay(attempt, None))
                     attempt += 1
                     continue
-                kind = RequestTimeout if isinstance(reply, httpx.TimeoutException) else TransportError
-                raise kind(f"{type(reply).__name__}: {reply}" if str(reply) else type(reply).__name__) from reply
+                timed_out = isinstance(reply, httpx.TimeoutException)
+                kind, code = (RequestTimeout, "timeout") if timed_out else (TransportError, "connection_error")
+                message = f"{type(reply).__name__}: {reply}" if str(reply) else type(reply).__name__
+                raise kind(message, code=code) from reply
             assert isinstance(reply, httpx.Response)
             if reply.status_code < 400:
                 return reply
@@ -304,7 +313,7 @@ class Core:
         session_id: str,
         *,
         num_recent_events: int | None = None,
-        after_timestamp: float | str | None = None,
+        after_timestamp: float | str | datetime | None = None,
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -140,7 +141,7 @@ class Client(_Base):
         session_id: str,
         *,
         num_recent_events: int | None = None,
-        after_timestamp: float | str | None = None,
+        after_timestamp: float | str | datetime | None = None,
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,
@@ -332,7 +333,7 @@ class AsyncClient(_Base):
         session_id: str,
         *,
         num_recent_events: int | None = None,
-        after_timestamp: float | str | None = None,
+        after_timestamp: float | str | datetime | None = None,
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,
