@@ -87,3 +87,40 @@ async def test_example_agent_runs_against_make_run(server_url: str, app_name: st
     assert result["user_state"] == {"fact": "like green tea"}
     assert "I like green tea, remember that." in result["recalled"]
     assert result["wall_time_s"] > 0
+
+
+async def test_an_invocation_spanning_a_server_compaction_completes(server_url: str, app_name: str) -> None:
+    """The server compacts the session in the middle of a Runner invocation (a tool asks for it, as a scheduled
+    sweep would do it unasked): the invocation's next appends, conditional on the version it holds, are stored."""
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.genai import types
+
+    async with AsyncClient(server_url) as client:
+        service = RemoteSessionService(client)
+        session = await service.create_session(app_name=app_name, user_id="u1")
+        for i in range(12):
+            author, role = ("user", "user") if i % 2 == 0 else ("assistant", "model")
+            text = f"turn {i}: planning the trip to Lisbon, the museums and the tram lines"
+            await client.append_event(
+                app_name, "u1", session.id, {"author": author, "content": {"role": role, "parts": [{"text": text}]}}
+            )
+
+        compactions: list[bool] = []
+
+        async def tidy_up() -> dict[str, str]:
+            """Tidy up the conversation."""
+            compactions.append((await client.compact(app_name, "u1", session.id)).compacted)
+            return {"status": "done"}
+
+        script = [types.Part(function_call=types.FunctionCall(name="tidy_up", args={})), types.Part(text="All tidy.")]
+        agent = LlmAgent(name="assistant", model=adk_agent.ScriptedModel(script=script), tools=[tidy_up])
+        runner = Runner(app_name=app_name, agent=agent, session_service=service)
+        replies = await adk_agent.ask(runner, "u1", session.id, "Please tidy up.")
+
+        stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+    assert compactions == [True]
+    assert replies == ["All tidy."]
+    assert stored is not None
+    kinds = ["compaction" if e.actions.compaction else e.author for e in stored.events[12:]]
+    # The user's message and the call before the compaction, the tool's answer and the reply after it.
+    assert kinds == ["user", "assistant", "compaction", "assistant", "assistant"]
