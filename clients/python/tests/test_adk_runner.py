@@ -116,11 +116,17 @@ async def test_an_invocation_spanning_a_server_compaction_completes(server_url: 
         agent = LlmAgent(name="assistant", model=adk_agent.ScriptedModel(script=script), tools=[tidy_up])
         runner = Runner(app_name=app_name, agent=agent, session_service=service)
         replies = await adk_agent.ask(runner, "u1", session.id, "Please tidy up.")
+        # The next invocation reads the compacted session (ADK puts the summary in place of the turns it replaced).
+        model = adk_agent.ScriptedModel(script=[types.Part(text="Lisbon it is.")])
+        runner = Runner(app_name=app_name, agent=LlmAgent(name="assistant", model=model), session_service=service)
+        replies += await adk_agent.ask(runner, "u1", session.id, "Where were we?")
+        prompt = [p.text or "" for c in model.requests[0].contents for p in c.parts or []]
 
         stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
     assert compactions == [True]
-    assert replies == ["All tidy."]
+    assert replies == ["All tidy.", "Lisbon it is."]
+    assert prompt[-1] == "Where were we?" and sum("turn 0:" in text for text in prompt) == 1
     assert stored is not None
     kinds = ["compaction" if e.actions.compaction else e.author for e in stored.events[12:]]
     # The user's message and the call before the compaction, the tool's answer and the reply after it.
-    assert kinds == ["user", "assistant", "compaction", "assistant", "assistant"]
+    assert kinds == ["user", "assistant", "compaction", "assistant", "assistant", "user", "assistant"]
