@@ -225,3 +225,18 @@ async def test_add_memory_direct_texts(server_url: str, app_name: str) -> None:
         [memory] = (await service.search_memory(app_name=app_name, user_id=USER, query="cat name Miso")).memories
     assert memory.content.parts[0].text == "My cat is called Miso."
     assert memory.custom_metadata == {"source": "form"}
+
+
+async def test_session_policy_saves_the_stored_session_by_the_servers_policy(server_url: str, app_name: str) -> None:
+    """session_policy: the service reads the stored session and keeps what the policy keeps (default: the user's
+    text), rather than every event with text the caller holds."""
+    from agent_memory_client.adk import RemoteSessionService
+
+    async with AsyncClient(server_url) as client:
+        sessions = RemoteSessionService(client)
+        session = await sessions.create_session(app_name=app_name, user_id=USER)
+        for event in session_1(app_name).events:
+            await sessions.append_event(session, event)
+        memory = RemoteMemoryService(client, session_policy="default")
+        await memory.add_session_to_memory(session)
+        assert await texts(memory, app_name, "ADK toolkit") == ["The ADK is a great toolkit."]
