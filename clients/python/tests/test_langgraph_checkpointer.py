@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command, interrupt
 
 from agent_memory_client import AsyncClient, Client
@@ -215,3 +217,49 @@ def test_compaction_and_memory_saves_see_the_conversation(client: Client, app_na
     out = fresh.invoke({"messages": [HumanMessage(content="bye")]}, config)
     assert [m.content for m in out["messages"]][-4:] == [said[-1], f"You said: {said[-1]}", "bye", "You said: bye"]
     assert len(out["messages"]) == 2 * len(said) + 2
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """A chat model answering from a script (no network); tools are bound by the agent, the script calls them."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        return self
+
+
+def test_prebuilt_react_agent_interrupted_before_its_tool_and_resumed(client: Client, app_name: str) -> None:
+    """LangGraph's prebuilt agent, stopped before running a tool (a human reviews the call), resumed by a fresh
+    saver on the same thread."""
+    booked: list[str] = []
+
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        booked.append(flight)
+        return f"booked {flight}"
+
+    script = iter(
+        [
+            AIMessage(content="", tool_calls=[{"id": "c1", "name": "book_flight", "args": {"flight": "TP 1234"}}]),
+            AIMessage(content="Your flight TP 1234 is booked."),
+        ]
+    )
+    model = ScriptedChatModel(messages=script)
+
+    def agent(saver: RemoteCheckpointSaver) -> Any:
+        return create_react_agent(model, [book_flight], checkpointer=saver, interrupt_before=["tools"])
+
+    config = _thread()
+    agent(RemoteCheckpointSaver(client, app_name=app_name)).invoke({"messages": [("user", "Book TP 1234")]}, config)
+    assert booked == []
+
+    resumed = agent(RemoteCheckpointSaver(client, app_name=app_name))
+    state = resumed.get_state(config)
+    assert state.next == ("tools",)
+    assert state.values["messages"][-1].tool_calls[0]["args"] == {"flight": "TP 1234"}
+    out = resumed.invoke(None, config)
+    assert booked == ["TP 1234"]
+    assert [m.content for m in out["messages"]] == [
+        "Book TP 1234",
+        "",
+        "booked TP 1234",
+        "Your flight TP 1234 is booked.",
+    ]
