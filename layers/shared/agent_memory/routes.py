@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from . import responses as out
 from .models import Event
@@ -29,6 +29,7 @@ from .requests import (
     CreateSessionRequest,
     EventPageLimit,
     IfMatch,
+    IfNoneMatch,
     Limit,
     MemoryId,
     MinScore,
@@ -68,14 +69,6 @@ class Route:
 
 
 # --- the operations' signatures (the handlers' parameters, one for one) ------------------------------------------
-# ``If-None-Match`` on create is the i10-sessions branch's; declared here as the contract has it (``PENDING``).
-IfNoneMatch = Annotated[
-    str | None,
-    Header(
-        alias="if-none-match",
-        description="`*`: strict create; when the session id exists, 409 `already_exists` and nothing changes",
-    ),
-]
 
 
 def create_session(
@@ -302,17 +295,10 @@ ROUTES: tuple[Route, ...] = (
     ),
 )
 
-PENDING = frozenset(
-    {
-        "POST /apps/{app_name}/users/{user_id}/sessions",
-        "GET /apps/{app_name}/sessions",
-        "GET /apps/{app_name}/users/{user_id}/state",
-        "GET /apps/{app_name}/state",
-    }
-)
-"""Routes (or a route's parameters) of the issue-10 contract whose handlers land with the i10-sessions branch:
-the table documents them already; the tests accept their absence from the template (or a handler without the
-new parameter) until then. Empty this set once that branch is merged."""
+PENDING: frozenset[str] = frozenset()
+"""Routes (or a route's parameters) the table documents before their handlers land (from another branch): the
+tests accept their absence from the template, or a handler without the new parameter, until then. Empty: the
+i10-sessions branch brought the last ones."""
 
 
 def route(key: str) -> Route:
