@@ -449,6 +449,15 @@ def memory_bodies() -> st.SearchStrategy[Any]:
             lambda ms: {"memories": ms},
             st.one_of(st.lists(memory, max_size=5), st.lists(st.just({"text": "note"}), min_size=101, max_size=102)),
         ),
+        # explicit events: the append route's events, with or without a session and a policy
+        st.builds(
+            lambda evs, scope: {"events": evs, **scope},
+            st.one_of(
+                st.lists(st.one_of(adk_events(), chat_messages(), poisons()), max_size=4),
+                st.lists(st.just({"role": "user", "content": "hi"}), min_size=100, max_size=101),
+            ),
+            _object(session_id=st.one_of(st.sampled_from(SESSIONS), st.text(max_size=5)), policy=st.just("all")),
+        ),
         json_values(3),
     )
     return rarely(big, usual, one_in=25)
@@ -473,6 +482,7 @@ def _search_bodies() -> st.SearchStrategy[Any]:
             top_k=st.one_of(
                 st.integers(-3, 200), st.floats(), st.booleans(), st.sampled_from((raw("1e400"), raw("7" * 4400), "5"))
             ),
+            min_score=st.one_of(st.floats(), st.integers(-2, 3), st.booleans(), st.sampled_from((raw("1e400"), "0.5"))),
             x=json_values(2),
         ),
         json_values(3),
@@ -564,7 +574,7 @@ _QUERY_PARAMS = {
         "start_with_user",
         "include_summary",
     ),
-    "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k"),
+    "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k", "min_score"),
 }
 
 _BODIES: dict[str, st.SearchStrategy[Any]] = {
