@@ -83,3 +83,9 @@ def server_url() -> Iterator[str]:
 def app_name() -> str:
     """An app of this test's own: tests share one server, so each works in a namespace nobody else uses."""
     return f"app-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which client a test drives: both run every test that takes this fixture."""
+    return str(request.param)

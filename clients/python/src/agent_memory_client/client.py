@@ -1,0 +1,439 @@
+"""``Client`` (sync) and ``AsyncClient``: the same methods, run by one shared core (``_core.Core``).
+
+Each method hands the core's flow for that operation to its driver (``_run``), which performs the flow's steps
+with httpx (sync or async) and its sleeps (``time.sleep`` or ``asyncio.sleep``). Nothing else differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from ._core import Core, Flow, Reply, Send
+from .auth import AuthMode, resolve_auth
+from .models import AppendResult, CompactResult, Context, MemoryEntry, SaveResult, Session, SessionPage
+
+__all__ = ["AsyncClient", "Client"]
+
+T = TypeVar("T")
+EventLike = BaseModel | Mapping[str, Any]
+IfMatch = int | str | Session | None
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        auth: AuthMode | httpx.Auth | None = None,
+        region: str | None = None,
+        credentials: Any = None,
+        bearer_token: str | None = None,
+        timeout: float | httpx.Timeout = 10.0,
+        max_retries: int = 4,
+        backoff: float = 0.2,
+    ) -> None:
+        self._core = Core(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff)
+        self._auth = resolve_auth(base_url, auth, region=region, credentials=credentials, bearer_token=bearer_token)
+
+    @property
+    def base_url(self) -> str:
+        return self._core.base_url
+
+
+class Client(_Base):
+    """A synchronous client of the agent memory API.
+
+    ``base_url``: the API's URL (``make run``: ``http://127.0.0.1:3000``; deployed: the stack's ``ApiUrl``).
+    ``auth``: None picks SigV4 for ``*.amazonaws.com`` hosts and nothing otherwise; ``"sigv4"`` (a custom domain
+    in front of an IAM-authorised API), ``"none"``, or any ``httpx.Auth``. SigV4 uses ``credentials`` (botocore
+    credentials) or the standard AWS chain, and ``region`` or the one the URL or the AWS configuration names.
+    ``bearer_token``: sent as ``Authorization: Bearer``. ``timeout``: seconds (or an ``httpx.Timeout``) for each
+    attempt. ``max_retries``, ``backoff``: retries of throttling, unavailability and connection errors (see
+    ``agent_memory_client._core``). ``transport``: an httpx transport (tests, proxies).
+
+    Every method raises an ``agent_memory_client.errors.AgentMemoryError`` subclass on failure.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        auth: AuthMode | httpx.Auth | None = None,
+        region: str | None = None,
+        credentials: Any = None,
+        bearer_token: str | None = None,
+        timeout: float | httpx.Timeout = 10.0,
+        max_retries: int = 4,
+        backoff: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            auth=auth,
+            region=region,
+            credentials=credentials,
+            bearer_token=bearer_token,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+        )
+        self._http = httpx.Client(auth=self._auth, transport=transport, timeout=self._core.timeout)
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def _run(self, flow: Flow[T]) -> T:
+        reply: Reply = None
+        try:
+            while True:
+                step = flow.send(reply)
+                if isinstance(step, Send):
+                    try:
+                        reply = self._http.send(step.request)
+                    except httpx.TransportError as exc:
+                        reply = exc
+                else:
+                    self._sleep(step.seconds)
+                    reply = None
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        strict: bool = False,
+    ) -> Session:
+        """Get-or-create a session (``created`` says which). ``session_id`` None: a new UUID (chosen by the
+        client, so that a retry cannot create two). ``state`` applies only on a true creation (``app:`` and
+        ``user:`` keys go to those scopes). ``strict``: raise ``AlreadyExists`` if the id is taken."""
+        return self._run(
+            self._core.create_session(app_name, user_id, session_id=session_id, state=state, strict=strict)
+        )
+
+    def get_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        num_recent_events: int | None = None,
+        after_timestamp: float | str | datetime | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+        all_pages: bool = True,
+    ) -> Session:
+        """A session with its events (oldest first) and merged state; raises ``NotFound``. ``all_pages``: follow
+        ``next_token`` until every event of the window is read (else one page, with its ``next_token``)."""
+        return self._run(
+            self._core.get_session(
+                app_name,
+                user_id,
+                session_id,
+                num_recent_events=num_recent_events,
+                after_timestamp=after_timestamp,
+                limit=limit,
+                next_token=next_token,
+                all_pages=all_pages,
+            )
+        )
+
+    def list_sessions(
+        self, app_name: str, user_id: str | None = None, *, limit: int | None = None, next_token: str | None = None
+    ) -> SessionPage:
+        """One page of sessions (without events): the user's, or with ``user_id`` None every user's of the app."""
+        return self._run(self._core.list_sessions(app_name, user_id, limit=limit, next_token=next_token))
+
+    def iter_sessions(
+        self, app_name: str, user_id: str | None = None, *, limit: int | None = None
+    ) -> Iterator[Session]:
+        """Every session of the listing, page after page."""
+        token: str | None = None
+        while True:
+            page = self.list_sessions(app_name, user_id, limit=limit, next_token=token)
+            yield from page.sessions
+            if page.next_token is None:
+                return
+            token = page.next_token
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session and everything it stored (idempotent)."""
+        self._run(self._core.delete_session(app_name, user_id, session_id))
+
+    def append_event(
+        self, app_name: str, user_id: str, session_id: str, event: EventLike, *, if_match: IfMatch = None
+    ) -> AppendResult:
+        """Append one event (an ``Event``, ADK's ``Event``, or a dict: ADK JSON or a chat message). An event
+        without ``id`` gets one before it is sent. ``if_match``: the version (or ``Session``) the append expects,
+        else ``PreconditionFailed``."""
+        return self._run(
+            self._core.append_events(app_name, user_id, session_id, [event], if_match=if_match, single=True)
+        )
+
+    def append_events(
+        self, app_name: str, user_id: str, session_id: str, events: Iterable[EventLike], *, if_match: IfMatch = None
+    ) -> AppendResult:
+        """Append 1-100 events atomically (see ``append_event``)."""
+        return self._run(self._core.append_events(app_name, user_id, session_id, events, if_match=if_match))
+
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state, keys as stored (``user:...``)."""
+        return self._run(self._core.get_user_state(app_name, user_id))
+
+    def get_app_state(self, app_name: str) -> dict[str, Any]:
+        """The app's state, keys as stored (``app:...``)."""
+        return self._run(self._core.get_app_state(app_name))
+
+    def get_context(self, app_name: str, user_id: str, session_id: str, **params: Any) -> Context:
+        """The messages to send a model next; ``params`` are the route's query parameters (``format``,
+        ``max_tokens``, ``max_messages``, ``max_chars``, ``keep_first``, ``start_with_user``, ``include_summary``)."""
+        return self._run(self._core.get_context(app_name, user_id, session_id, params))
+
+    def compact(self, app_name: str, user_id: str, session_id: str) -> CompactResult:
+        """Compact the session now."""
+        return self._run(self._core.compact(app_name, user_id, session_id))
+
+    # --- long-term memory -----------------------------------------------------------------------------------
+
+    def save_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        policy: str | Mapping[str, Any] | None = None,
+        memories: Iterable[str | Mapping[str, Any]] | None = None,
+        events: Iterable[EventLike] | None = None,
+    ) -> SaveResult:
+        """Save to long-term memory: a session's events by ``policy`` (``session_id``), explicit ``events`` (each
+        with text becomes a memory, once per event id), or ``memories``: texts (or ``{text, metadata?,
+        timestamp?}``)."""
+        return self._run(
+            self._core.save_memories(
+                app_name, user_id, session_id=session_id, policy=policy, memories=memories, events=events
+            )
+        )
+
+    def search_memories(
+        self, app_name: str, user_id: str, query: str, *, top_k: int | None = None, min_score: float | None = None
+    ) -> list[MemoryEntry]:
+        """The user's memories that best match ``query``, best first."""
+        return self._run(self._core.search_memories(app_name, user_id, query, top_k=top_k, min_score=min_score))
+
+    def forget_memory(self, app_name: str, user_id: str, memory_id: str) -> None:
+        """Forget one memory (idempotent)."""
+        self._run(self._core.forget_memory(app_name, user_id, memory_id))
+
+    def forget_memories(self, app_name: str, user_id: str) -> None:
+        """Forget every memory of this user in this app."""
+        self._run(self._core.forget_memories(app_name, user_id))
+
+
+class AsyncClient(_Base):
+    """The asynchronous client: ``Client``'s constructor (``transport`` an async one) and methods, as coroutines
+    (``iter_sessions`` an async iterator)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        auth: AuthMode | httpx.Auth | None = None,
+        region: str | None = None,
+        credentials: Any = None,
+        bearer_token: str | None = None,
+        timeout: float | httpx.Timeout = 10.0,
+        max_retries: int = 4,
+        backoff: float = 0.2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            auth=auth,
+            region=region,
+            credentials=credentials,
+            bearer_token=bearer_token,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+        )
+        self._http = httpx.AsyncClient(auth=self._auth, transport=transport, timeout=self._core.timeout)
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    async def _run(self, flow: Flow[T]) -> T:
+        reply: Reply = None
+        try:
+            while True:
+                step = flow.send(reply)
+                if isinstance(step, Send):
+                    try:
+                        reply = await self._http.send(step.request)
+                    except httpx.TransportError as exc:
+                        reply = exc
+                else:
+                    await self._sleep(step.seconds)
+                    reply = None
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- sessions (see Client for each method's documentation) ----------------------------------------------
+
+    async def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        strict: bool = False,
+    ) -> Session:
+        """See ``Client.create_session``."""
+        return await self._run(
+            self._core.create_session(app_name, user_id, session_id=session_id, state=state, strict=strict)
+        )
+
+    async def get_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        num_recent_events: int | None = None,
+        after_timestamp: float | str | datetime | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+        all_pages: bool = True,
+    ) -> Session:
+        """See ``Client.get_session``."""
+        return await self._run(
+            self._core.get_session(
+                app_name,
+                user_id,
+                session_id,
+                num_recent_events=num_recent_events,
+                after_timestamp=after_timestamp,
+                limit=limit,
+                next_token=next_token,
+                all_pages=all_pages,
+            )
+        )
+
+    async def list_sessions(
+        self, app_name: str, user_id: str | None = None, *, limit: int | None = None, next_token: str | None = None
+    ) -> SessionPage:
+        """See ``Client.list_sessions``."""
+        return await self._run(self._core.list_sessions(app_name, user_id, limit=limit, next_token=next_token))
+
+    async def iter_sessions(
+        self, app_name: str, user_id: str | None = None, *, limit: int | None = None
+    ) -> AsyncIterator[Session]:
+        """See ``Client.iter_sessions``."""
+        token: str | None = None
+        while True:
+            page = await self.list_sessions(app_name, user_id, limit=limit, next_token=token)
+            for session in page.sessions:
+                yield session
+            if page.next_token is None:
+                return
+            token = page.next_token
+
+    async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        """See ``Client.delete_session``."""
+        await self._run(self._core.delete_session(app_name, user_id, session_id))
+
+    async def append_event(
+        self, app_name: str, user_id: str, session_id: str, event: EventLike, *, if_match: IfMatch = None
+    ) -> AppendResult:
+        """See ``Client.append_event``."""
+        return await self._run(
+            self._core.append_events(app_name, user_id, session_id, [event], if_match=if_match, single=True)
+        )
+
+    async def append_events(
+        self, app_name: str, user_id: str, session_id: str, events: Iterable[EventLike], *, if_match: IfMatch = None
+    ) -> AppendResult:
+        """See ``Client.append_events``."""
+        return await self._run(self._core.append_events(app_name, user_id, session_id, events, if_match=if_match))
+
+    async def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """See ``Client.get_user_state``."""
+        return await self._run(self._core.get_user_state(app_name, user_id))
+
+    async def get_app_state(self, app_name: str) -> dict[str, Any]:
+        """See ``Client.get_app_state``."""
+        return await self._run(self._core.get_app_state(app_name))
+
+    async def get_context(self, app_name: str, user_id: str, session_id: str, **params: Any) -> Context:
+        """See ``Client.get_context``."""
+        return await self._run(self._core.get_context(app_name, user_id, session_id, params))
+
+    async def compact(self, app_name: str, user_id: str, session_id: str) -> CompactResult:
+        """See ``Client.compact``."""
+        return await self._run(self._core.compact(app_name, user_id, session_id))
+
+    # --- long-term memory -----------------------------------------------------------------------------------
+
+    async def save_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        *,
+        session_id: str | None = None,
+        policy: str | Mapping[str, Any] | None = None,
+        memories: Iterable[str | Mapping[str, Any]] | None = None,
+        events: Iterable[EventLike] | None = None,
+    ) -> SaveResult:
+        """See ``Client.save_memories``."""
+        return await self._run(
+            self._core.save_memories(
+                app_name, user_id, session_id=session_id, policy=policy, memories=memories, events=events
+            )
+        )
+
+    async def search_memories(
+        self, app_name: str, user_id: str, query: str, *, top_k: int | None = None, min_score: float | None = None
+    ) -> list[MemoryEntry]:
+        """See ``Client.search_memories``."""
+        return await self._run(self._core.search_memories(app_name, user_id, query, top_k=top_k, min_score=min_score))
+
+    async def forget_memory(self, app_name: str, user_id: str, memory_id: str) -> None:
+        """See ``Client.forget_memory``."""
+        await self._run(self._core.forget_memory(app_name, user_id, memory_id))
+
+    async def forget_memories(self, app_name: str, user_id: str) -> None:
+        """See ``Client.forget_memories``."""
+        await self._run(self._core.forget_memories(app_name, user_id))

@@ -1,0 +1,132 @@
+"""A real ADK Runner on RemoteSessionService stores what it stores on ADK's InMemorySessionService, event for event.
+
+The model is scripted (examples/adk_agent.py's ScriptedModel: no network); its tool writes user:, app:, temp: and
+session state. The example agent itself runs against `make run` too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
+
+from agent_memory_client import AsyncClient
+from agent_memory_client.adk import RemoteSessionService
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import adk_agent
+
+
+def _comparable(event: Event) -> dict[str, Any]:
+    # What ADK decides: ids, invocation ids and times are fresh on every run.
+    data = event.model_dump(mode="json", exclude_none=True)
+    for key in ("id", "invocation_id", "timestamp"):
+        data.pop(key, None)
+    for part in (data.get("content") or {}).get("parts", []):
+        for call in ("function_call", "function_response"):
+            if call in part:
+                part[call].pop("id", None)
+    return data
+
+
+async def _run(service: BaseSessionService, app_name: str) -> tuple[Session, dict[str, Any], list[str], Session]:
+    runner = Runner(
+        app_name=app_name,
+        agent=adk_agent.build_agent(adk_agent.first_session_script("like green tea")),
+        session_service=service,
+    )
+    session = await service.create_session(app_name=app_name, user_id="u1", state={"greeting": "hello"})
+    replies = await adk_agent.ask(runner, "u1", session.id, "I like green tea, remember that.")
+    stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+    assert stored is not None
+    user_state = await service.get_user_state(app_name=app_name, user_id="u1")
+    other = await service.create_session(app_name=app_name, user_id="u2")
+    return stored, user_state, replies, other
+
+
+async def test_runner_stores_what_the_in_memory_service_stores(server_url: str, app_name: str) -> None:
+    expected, expected_user_state, expected_replies, expected_other = await _run(InMemorySessionService(), app_name)
+    async with AsyncClient(server_url) as client:
+        got, user_state, replies, other = await _run(RemoteSessionService(client), app_name)
+
+    assert replies == expected_replies == ["Noted: you like green tea."]
+    assert [_comparable(e) for e in got.events] == [_comparable(e) for e in expected.events]
+    assert [e.author for e in got.events] == ["user", "assistant", "assistant", "assistant"]
+    # The tool's writes, scope by scope; temp: never stored, not even in the event's delta.
+    assert (
+        got.state
+        == expected.state
+        == {
+            "greeting": "hello",
+            "last_tool": "remember",
+            "user:fact": "like green tea",
+            "app:facts_remembered": 1,
+        }
+    )
+    assert user_state == expected_user_state == {"fact": "like green tea"}
+    assert other.state == expected_other.state == {"app:facts_remembered": 1}
+    assert all("temp:draft" not in e.actions.state_delta for e in got.events)
+
+
+async def test_example_agent_runs_against_make_run(server_url: str, app_name: str) -> None:
+    result = await adk_agent.main(server_url, app_name=app_name, user_id="alice")
+
+    assert result["replies"] == ["Noted: you like green tea.", "You like green tea."]
+    assert result["first_session_state"] == {
+        "last_tool": "remember",
+        "user:fact": "like green tea",
+        "app:facts_remembered": 1,
+    }
+    assert result["second_session_state"] == {"user:fact": "like green tea", "app:facts_remembered": 1}
+    assert result["user_state"] == {"fact": "like green tea"}
+    assert "I like green tea, remember that." in result["recalled"]
+    assert result["wall_time_s"] > 0
+
+
+async def test_an_invocation_spanning_a_server_compaction_completes(server_url: str, app_name: str) -> None:
+    """The server compacts the session in the middle of a Runner invocation (a tool asks for it, as a scheduled
+    sweep would do it unasked): the invocation's next appends, conditional on the version it holds, are stored."""
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.genai import types
+
+    async with AsyncClient(server_url) as client:
+        service = RemoteSessionService(client)
+        session = await service.create_session(app_name=app_name, user_id="u1")
+        for i in range(12):
+            author, role = ("user", "user") if i % 2 == 0 else ("assistant", "model")
+            text = f"turn {i}: planning the trip to Lisbon, the museums and the tram lines"
+            await client.append_event(
+                app_name, "u1", session.id, {"author": author, "content": {"role": role, "parts": [{"text": text}]}}
+            )
+
+        compactions: list[bool] = []
+
+        async def tidy_up() -> dict[str, str]:
+            """Tidy up the conversation."""
+            compactions.append((await client.compact(app_name, "u1", session.id)).compacted)
+            return {"status": "done"}
+
+        script = [types.Part(function_call=types.FunctionCall(name="tidy_up", args={})), types.Part(text="All tidy.")]
+        agent = LlmAgent(name="assistant", model=adk_agent.ScriptedModel(script=script), tools=[tidy_up])
+        runner = Runner(app_name=app_name, agent=agent, session_service=service)
+        replies = await adk_agent.ask(runner, "u1", session.id, "Please tidy up.")
+        # The next invocation reads the compacted session (ADK puts the summary in place of the turns it replaced).
+        model = adk_agent.ScriptedModel(script=[types.Part(text="Lisbon it is.")])
+        runner = Runner(app_name=app_name, agent=LlmAgent(name="assistant", model=model), session_service=service)
+        replies += await adk_agent.ask(runner, "u1", session.id, "Where were we?")
+        prompt = [p.text or "" for c in model.requests[0].contents for p in c.parts or []]
+
+        stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+    assert compactions == [True]
+    assert replies == ["All tidy.", "Lisbon it is."]
+    assert prompt[-1] == "Where were we?" and sum("turn 0:" in text for text in prompt) == 1
+    assert stored is not None
+    kinds = ["compaction" if e.actions.compaction else e.author for e in stored.events[12:]]
+    # The user's message and the call before the compaction, the tool's answer and the reply after it.
+    assert kinds == ["user", "assistant", "compaction", "assistant", "assistant", "user", "assistant"]

@@ -1,0 +1,265 @@
+"""RemoteCheckpointSaver against `make run`: a StateGraph interrupted (interrupt()) and resumed on the same thread,
+by a fresh saver (nothing kept in the process), sync and async; the thread's session holds the conversation as
+events the service's context route reads; list, filters and delete_thread."""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import create_react_agent
+from langgraph.types import Command, interrupt
+
+from agent_memory_client import AsyncClient, Client
+from agent_memory_client.langchain import RemoteCheckpointSaver
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    approved: bool
+    visits: Annotated[list[str], operator.add]
+
+
+def draft(state: State) -> dict[str, Any]:
+    call = {"id": "call-1", "name": "search_flights", "args": {"to": "Lisbon"}}
+    return {
+        "messages": [
+            AIMessage(content="Let me look.", tool_calls=[call]),
+            ToolMessage(content="TP 1234 at 9:05", tool_call_id="call-1", name="search_flights"),
+            AIMessage(content="I can book TP 1234 to Lisbon."),
+        ],
+        "visits": ["draft"],
+    }
+
+
+def approve(state: State) -> dict[str, Any]:
+    answer = interrupt({"question": "Book TP 1234?"})
+    return {
+        "approved": answer == "yes",
+        "messages": [HumanMessage(content=f"Approval: {answer}")],
+        "visits": ["approve"],
+    }
+
+
+def confirm(state: State) -> dict[str, Any]:
+    return {"messages": [AIMessage(content="Booked." if state["approved"] else "Cancelled.")], "visits": ["confirm"]}
+
+
+def graph(saver: RemoteCheckpointSaver) -> CompiledStateGraph:
+    builder = StateGraph(State)
+    builder.add_node("draft", draft)
+    builder.add_node("approve", approve)
+    builder.add_node("confirm", confirm)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "approve")
+    builder.add_edge("approve", "confirm")
+    builder.add_edge("confirm", END)
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.fixture
+def client(server_url: str) -> Iterator[Client]:
+    with Client(server_url) as client:
+        yield client
+
+
+def _thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:12]}"}}
+
+
+EXPECTED = [
+    "Book me a flight to Lisbon",
+    "Let me look.",
+    "TP 1234 at 9:05",
+    "I can book TP 1234 to Lisbon.",
+    "Approval: yes",
+    "Booked.",
+]
+
+
+def test_interrupted_graph_resumes_on_the_same_thread(client: Client, app_name: str) -> None:
+    config = _thread()
+    first = graph(RemoteCheckpointSaver(client, app_name=app_name, user_id="alice"))
+    out = first.invoke({"messages": [HumanMessage(content="Book me a flight to Lisbon")]}, config)
+    [pending] = out["__interrupt__"]
+    assert pending.value == {"question": "Book TP 1234?"}
+
+    # Another process would start from nothing but the service: a fresh saver, a fresh graph.
+    resumed = graph(RemoteCheckpointSaver(client, app_name=app_name, user_id="alice"))
+    state = resumed.get_state(config)
+    assert state.next == ("approve",)
+    assert state.values["visits"] == ["draft"]
+    out = resumed.invoke(Command(resume="yes"), config)
+
+    assert [m.content for m in out["messages"]] == EXPECTED
+    assert out["approved"] is True
+    assert out["visits"] == ["draft", "approve", "confirm"]
+    assert isinstance(out["messages"][2], ToolMessage) and out["messages"][2].tool_call_id == "call-1"
+    assert resumed.get_state(config).next == ()
+
+    # The session is the conversation: the context route reads it as chat messages, each message once.
+    context = client.get_context(app_name, "alice", config["configurable"]["thread_id"])
+    texts = [m.get("content") for m in context.messages if m.get("content")]
+    assert texts == EXPECTED
+    tool_calls = [m for m in context.messages if m.get("tool_calls")]
+    assert tool_calls[0]["tool_calls"][0]["function"]["name"] == "search_flights"
+
+
+async def test_async_graph_interrupted_and_resumed(server_url: str, app_name: str) -> None:
+    config = _thread()
+    async with AsyncClient(server_url) as client:
+        out = await graph(RemoteCheckpointSaver(app_name=app_name, async_client=client)).ainvoke(
+            {"messages": [HumanMessage(content="Book me a flight to Lisbon")]}, config
+        )
+        assert out["__interrupt__"][0].value == {"question": "Book TP 1234?"}
+        resumed = graph(RemoteCheckpointSaver(app_name=app_name, async_client=client))
+        out = await resumed.ainvoke(Command(resume="no"), config)
+        assert [m.content for m in out["messages"]][-2:] == ["Approval: no", "Cancelled."]
+        assert out["approved"] is False
+        history = [s async for s in resumed.aget_state_history(config)]
+    assert history[0].next == ()
+    assert [s.metadata["step"] for s in history] == sorted((s.metadata["step"] for s in history), reverse=True)
+
+
+def test_list_filters_and_before(client: Client, app_name: str) -> None:
+    saver = RemoteCheckpointSaver(client, app_name=app_name, user_id="bob")
+    config = _thread()
+    graph(saver).invoke({"messages": [HumanMessage(content="Book me a flight to Lisbon")]}, config)
+    graph(saver).invoke(Command(resume="yes"), config)
+
+    everything = list(saver.list(config))
+    ids = [t.config["configurable"]["checkpoint_id"] for t in everything]
+    assert ids == sorted(ids, reverse=True) and len(ids) == len(set(ids)) >= 5
+    # Each checkpoint points at its parent, the oldest at none.
+    assert [t.parent_config["configurable"]["checkpoint_id"] for t in everything[:-1]] == ids[1:]
+    assert everything[-1].parent_config is None
+
+    inputs = [t.config["configurable"]["checkpoint_id"] for t in saver.list(config, filter={"source": "input"})]
+    assert inputs == [t.config["configurable"]["checkpoint_id"] for t in everything if t.metadata["source"] == "input"]
+    assert 0 < len(inputs) < len(ids)
+    assert len(list(saver.list(config, limit=2))) == 2
+    before = list(saver.list(config, before=everything[1].config))
+    assert [t.config["configurable"]["checkpoint_id"] for t in before] == ids[2:]
+
+    # No config: every thread of the saver's app and user.
+    other = _thread()
+    graph(saver).invoke({"messages": [HumanMessage(content="hello")]}, other)
+    threads = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+    assert threads == {config["configurable"]["thread_id"], other["configurable"]["thread_id"]}
+
+
+def test_get_tuple_of_a_named_checkpoint_has_its_pending_writes(client: Client, app_name: str) -> None:
+    saver = RemoteCheckpointSaver(client, app_name=app_name)
+    config = _thread()
+    graph(saver).invoke({"messages": [HumanMessage(content="Book me a flight to Lisbon")]}, config)
+
+    latest = saver.get_tuple(config)
+    assert latest is not None
+    named = saver.get_tuple(latest.config)
+    assert named is not None and named.checkpoint["id"] == latest.checkpoint["id"]
+    # The interrupt is a pending write of the checkpoint the graph stopped at.
+    assert any(channel == "__interrupt__" for _, channel, _ in named.pending_writes or [])
+    assert saver.get_tuple({"configurable": {"thread_id": "t-never-used"}}) is None
+
+
+def test_delete_thread(client: Client, app_name: str) -> None:
+    saver = RemoteCheckpointSaver(client, app_name=app_name)
+    config = _thread()
+    graph(saver).invoke({"messages": [HumanMessage(content="Book me a flight to Lisbon")]}, config)
+    assert saver.get_tuple(config) is not None
+
+    saver.delete_thread(config["configurable"]["thread_id"])
+    assert saver.get_tuple(config) is None
+    assert list(saver.list(config)) == []
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def echo(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(content=f"You said: {state['messages'][-1].content}")]}
+
+
+def test_compaction_and_memory_saves_see_the_conversation(client: Client, app_name: str) -> None:
+    """The thread is an ordinary session: the server compacts it and saves it to long-term memory from its message
+    events, and the graph still reads its state from its checkpoints afterwards."""
+    builder = StateGraph(Chat)
+    builder.add_node("echo", echo)
+    builder.add_edge(START, "echo")
+    builder.add_edge("echo", END)
+    chat = builder.compile(checkpointer=RemoteCheckpointSaver(client, app_name=app_name, user_id="carol"))
+    config = _thread()
+    thread_id = config["configurable"]["thread_id"]
+    said = [f"Day {i}: I walked along the river in Lisbon and had a pastel de nata" for i in range(8)]
+    for text in said:
+        chat.invoke({"messages": [HumanMessage(content=text)]}, config)
+
+    compacted = client.compact(app_name, "carol", thread_id)
+    assert compacted.compacted, compacted.reason
+    assert compacted.event is not None and "Lisbon" in compacted.event.model_dump_json()
+
+    # (make run's auto-save may have saved some already: each event is saved once either way.)
+    client.save_memories(app_name, "carol", session_id=thread_id)
+    hits = client.search_memories(app_name, "carol", "pastel de nata by the river in Lisbon", top_k=100)
+    # The user's messages (the default policy), all of them, and nothing of the checkpoints.
+    assert sorted(hit.text for hit in hits) == sorted(said)
+
+    fresh = builder.compile(checkpointer=RemoteCheckpointSaver(client, app_name=app_name, user_id="carol"))
+    out = fresh.invoke({"messages": [HumanMessage(content="bye")]}, config)
+    assert [m.content for m in out["messages"]][-4:] == [said[-1], f"You said: {said[-1]}", "bye", "You said: bye"]
+    assert len(out["messages"]) == 2 * len(said) + 2
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """A chat model answering from a script (no network); tools are bound by the agent, the script calls them."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        return self
+
+
+def test_prebuilt_react_agent_interrupted_before_its_tool_and_resumed(client: Client, app_name: str) -> None:
+    """LangGraph's prebuilt agent, stopped before running a tool (a human reviews the call), resumed by a fresh
+    saver on the same thread."""
+    booked: list[str] = []
+
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        booked.append(flight)
+        return f"booked {flight}"
+
+    script = iter(
+        [
+            AIMessage(content="", tool_calls=[{"id": "c1", "name": "book_flight", "args": {"flight": "TP 1234"}}]),
+            AIMessage(content="Your flight TP 1234 is booked."),
+        ]
+    )
+    model = ScriptedChatModel(messages=script)
+
+    def agent(saver: RemoteCheckpointSaver) -> Any:
+        return create_react_agent(model, [book_flight], checkpointer=saver, interrupt_before=["tools"])
+
+    config = _thread()
+    agent(RemoteCheckpointSaver(client, app_name=app_name)).invoke({"messages": [("user", "Book TP 1234")]}, config)
+    assert booked == []
+
+    resumed = agent(RemoteCheckpointSaver(client, app_name=app_name))
+    state = resumed.get_state(config)
+    assert state.next == ("tools",)
+    assert state.values["messages"][-1].tool_calls[0]["args"] == {"flight": "TP 1234"}
+    out = resumed.invoke(None, config)
+    assert booked == ["TP 1234"]
+    assert [m.content for m in out["messages"]] == [
+        "Book TP 1234",
+        "",
+        "booked TP 1234",
+        "Your flight TP 1234 is booked.",
+    ]
