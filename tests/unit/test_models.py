@@ -164,6 +164,30 @@ def test_unmodelled_fields_come_out_snake_case_and_free_form_maps_as_sent() -> N
     assert not [k for k in dumped if any(c.isupper() for c in k) and k != "HTTPStatus"]
 
 
+def test_an_agents_structured_output_and_widget_payloads_keep_their_keys() -> None:
+    # ADK 2's Event.output and actions.set_model_response are the application's data (a flight's
+    # "flightNumber" must not come back as "flight_number"), as is a UI widget's payload.
+    data = {
+        "author": "planner",
+        "output": {"flightNumber": "TP1234", "legs": [{"departAt": "9:00"}]},
+        "actions": {
+            "setModelResponse": {"bookingRef": "X1"},
+            "renderUiWidgets": [{"widgetType": "card", "payload": {"seatMap": {"rowA": 1}}}],
+        },
+    }
+    dumped = Event.model_validate(data).dump()
+    assert dumped["output"] == {"flightNumber": "TP1234", "legs": [{"departAt": "9:00"}]}
+    assert dumped["actions"]["set_model_response"] == {"bookingRef": "X1"}
+    assert dumped["actions"]["render_ui_widgets"] == [{"widget_type": "card", "payload": {"seatMap": {"rowA": 1}}}]
+
+
+@pytest.mark.parametrize("tool_calls", [5, 2.5, True, {"id": "c1"}])
+def test_chat_tool_calls_that_are_not_a_list_are_refused(tool_calls: Any) -> None:
+    # Found by the fuzz tier: an integer was iterated and raised TypeError (a 500).
+    with pytest.raises(ValueError, match="tool_calls must be a list"):
+        chat_message_to_event({"role": "assistant", "content": "x", "tool_calls": tool_calls})
+
+
 def test_an_unmodelled_field_sent_in_both_spellings_is_refused() -> None:
     with pytest.raises(ValidationError) as info:
         Event.model_validate({"usageMetadata": {}, "usage_metadata": {}})

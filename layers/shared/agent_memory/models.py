@@ -68,6 +68,11 @@ FREE_FORM_FIELDS = frozenset(
         "part_metadata",
         "requested_auth_configs",
         "requested_tool_confirmations",
+        # ADK 2's structured output of an agent (``Event.output``, ``actions.set_model_response``) and a UI
+        # widget's ``payload``: the application's own data, whatever its spelling.
+        "output",
+        "set_model_response",
+        "payload",
     }
 )
 
@@ -367,7 +372,10 @@ def chat_message_to_event(data: dict[str, Any]) -> dict[str, Any]:
     elif tool_call_id is not None:
         message["tool_call_id"] = tool_call_id
 
-    for call in message.pop("tool_calls", None) or []:
+    tool_calls = message.pop("tool_calls", None) or []
+    if not isinstance(tool_calls, list):
+        raise ValueError("tool_calls must be a list")
+    for call in tool_calls:
         if not isinstance(call, dict):
             raise ValueError("tool_calls items must be objects")
         function = call.get("function") or {}
