@@ -105,6 +105,11 @@ async def test_memory_saves_of_explicit_events(kind: str, server_url: str, app_n
     assert (again.saved, again.skipped) == (0, 2)  # saved once per event id
     hits = await client.call("search_memories", app_name, "u1", "what is the cat called?", top_k=5)
     assert [(h.text, h.custom_metadata) for h in hits] == [("My cat is called Mishka", {"k": 1})]
+    # Without ids, the service names each event by its content: the same turn sent again is not saved again.
+    dog = said("The dog is called Rex")
+    assert (await client.call("save_memories", app_name, "u1", events=[dog])).saved == 1
+    assert (await client.call("save_memories", app_name, "u1", events=[dog])).saved == 0
+    assert dog.id is None  # the caller's event is not modified
     await client.close()
 
 

@@ -19,9 +19,9 @@ is retried only when a second delivery cannot do harm (``Replay``):
   create with a generated id that answers ``already_exists`` on a retry found its own first attempt; a strict
   create with the caller's id is retried only when the request cannot have reached the service (a refused
   connection, 429, a 503 from the service itself);
-- memory saves are idempotent by event id (session and event saves; the client assigns missing event ids) and by
-  text (direct texts), so a retry stores nothing twice, though its ``saved``/``skipped`` counts describe the
-  retry; ``compact`` on a compacted session answers ``compacted: false``.
+- memory saves are idempotent by event id (session and event saves; the service names an event sent without id
+  by its content) and by text (direct texts), so a retry stores nothing twice, though its ``saved``/``skipped``
+  counts describe the retry; ``compact`` on a compacted session answers ``compacted: false``.
 """
 
 from __future__ import annotations
@@ -145,15 +145,16 @@ def etag_version(response: httpx.Response) -> int | None:
     return int(tag) if tag.isdigit() else None
 
 
-def event_json(event: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
-    """An event (our ``Event``, another pydantic model such as ADK's, or a dict) as JSON, with an ``id``."""
+def event_json(event: BaseModel | Mapping[str, Any], *, assign_id: bool = True) -> dict[str, Any]:
+    """An event (our ``Event``, another pydantic model such as ADK's, or a dict) as JSON; with ``assign_id``, one
+    without ``id`` gets a fresh one."""
     if isinstance(event, BaseModel):
         data = event.model_dump(mode="json", exclude_none=True, by_alias=False)
     elif isinstance(event, Mapping):
         data = dict(event)
     else:
         raise TypeError(f"an event is an Event, a pydantic model or a dict, not {type(event).__name__}")
-    if data.get("id") is None:
+    if assign_id and data.get("id") is None:
         data["id"] = str(uuid.uuid4())  # before the first attempt: a retry resends this id, stored once
     return data
 
@@ -438,7 +439,9 @@ class Core:
                 raise ValueError("memories= (texts) take no session_id or policy")
             body = {"memories": [{"text": m} if isinstance(m, str) else dict(m) for m in memories]}
         elif events is not None:
-            body = {"events": [event_json(e) for e in events]}
+            # No ids assigned: the service names an id-less event by its content, so that sending it again (a
+            # retry, or the same turn in a later save) stores nothing new.
+            body = {"events": [event_json(e, assign_id=False) for e in events]}
             if session_id is not None:
                 body["session_id"] = session_id
         elif session_id is not None:
