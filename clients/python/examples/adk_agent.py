@@ -1,7 +1,7 @@
 """An ADK agent whose sessions and memory live in agent memory: run it against `make run`.
 
-    make run                                    # in another terminal: the API on http://127.0.0.1:8000
-    python clients/python/examples/adk_agent.py [--url http://127.0.0.1:8000]
+    make run                                    # in another terminal: the API on http://127.0.0.1:3000
+    python clients/python/examples/adk_agent.py [--url http://127.0.0.1:3000]
 
 The model is scripted (no network, no API key): it calls a tool that remembers a fact in user, app, temp and
 session state, then answers; a second session of the same user starts from what the first one stored (user state,
@@ -134,7 +134,7 @@ async def main(url: str, app_name: str = "adk_example", user_id: str | None = No
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000", help="the API (make run's default)")
+    parser.add_argument("--url", default="http://127.0.0.1:3000", help="the API (make run's default)")
     args = parser.parse_args()
     for key, value in asyncio.run(main(args.url)).items():
         print(f"{key}: {value}")

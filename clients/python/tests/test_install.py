@@ -58,3 +58,15 @@ def test_the_installed_copy_is_current(tmp_path: Path, name: str) -> None:
     assert result.returncode == 0, result.stderr
     missing = set(methods) - set(eval(result.stdout))
     assert not missing, f"the installed package lacks {sorted(missing)}: reinstall it (make .venv-client/.installed)"
+
+
+def test_the_projects_readme_plain_python_example(tmp_path: Path, server_url: str, app_name: str) -> None:
+    # The project README's "Plain Python" block, as written, then what it left behind.
+    text = (PACKAGE.parents[1] / "README.md").read_text()
+    block = re.search(r"\*\*Plain Python\*\*.*?```python\n(.*?)```", text, re.S)
+    assert block
+    code = block.group(1).replace("http://127.0.0.1:3000", server_url).replace('"travel-agent"', repr(app_name))
+    code += "    print(result.version, [m['role'] for m in context.messages], [h.text for h in hits])\n"
+    result = run(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1 ['user'] [\"I'd like a quiet hotel in Porto\"]\n"

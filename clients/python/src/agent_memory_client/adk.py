@@ -7,8 +7,8 @@ from agent_memory_client.adk import RemoteMemoryService, RemoteSessionService
 runner = Runner(
     app_name="my_app",
     agent=agent,
-    session_service=RemoteSessionService(base_url="http://127.0.0.1:8000"),
-    memory_service=RemoteMemoryService(base_url="http://127.0.0.1:8000"),
+    session_service=RemoteSessionService(base_url="http://127.0.0.1:3000"),
+    memory_service=RemoteMemoryService(base_url="http://127.0.0.1:3000"),
 )
 ```
 

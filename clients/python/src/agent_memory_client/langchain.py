@@ -4,7 +4,7 @@
 from agent_memory_client import AsyncClient, Client
 from agent_memory_client.langchain import RemoteCheckpointSaver, RemoteChatMessageHistory, RemoteStore
 
-client = Client("http://127.0.0.1:8000")
+client = Client("http://127.0.0.1:3000")
 graph = builder.compile(
     checkpointer=RemoteCheckpointSaver(client, app_name="my_app", user_id="alice"),
     store=RemoteStore(client, app_name="my_app"),
