@@ -1,6 +1,8 @@
 """Client overhead per call against `make run`: the SDK vs raw httpx doing the same requests, in the same process.
 
-    cd clients/python && ../../.venv-client/bin/python bench_overhead.py [--url URL] [--calls 300] [--rounds 5]
+    .venv-client/bin/python bench/client_overhead.py [--url URL] [--calls 300] [--rounds 5]
+
+(run by the client's environment, which has the SDK's dependencies; `make test` builds it.)
 
 Without --url it starts `make run` (embedded backend) the way the tests do. Both sides use one pooled
 connection, send the same bytes and parse the JSON answer; the SDK also validates it into pydantic models,
@@ -24,8 +26,8 @@ from typing import Any
 
 import httpx
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "src"), str(HERE / "tests")]
+CLIENT = Path(__file__).resolve().parents[1] / "clients" / "python"
+sys.path[:0] = [str(CLIENT / "src"), str(CLIENT / "tests")]
 
 from agent_memory_client import Client  # noqa: E402
 
