@@ -93,7 +93,8 @@ def measure(pair: Pair, calls: int, rounds: int) -> list[tuple[str, float, float
     rows = []
     for name, (raw, sdk) in pair.operations().items():
         raw(), sdk()  # warm: connections, imports, caches
-        raw_times, sdk_times = [], []
+        raw_times: list[float] = []
+        sdk_times: list[float] = []
         for r in range(rounds):
             order = [(raw, raw_times), (sdk, sdk_times)]
             for fn, times in order if r % 2 == 0 else order[::-1]:
