@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.locomo import CATEGORIES, CachingEmbedder, Conversation, load_conversations
-from bench.locomo_service import session_time
+from bench.locomo_service import session_events
 from bench.off_topic import OFF_TOPIC
 
 TUNING = ("26", "30", "41")
@@ -73,30 +73,16 @@ def collect(conversations: Sequence[Conversation]) -> list[Query]:
     out: list[Query] = []
     for c, conversation in enumerate(conversations):
         user = f"speaker-pair-{c}"
-        for s in sorted({t.session for t in conversation.turns}):
-            turns = [t for t in conversation.turns if t.session == s]
-            start = session_time(turns[0].date) if turns[0].date else 0.0
-            services.sessions.create_session(app_name="locomo", user_id=user, session_id=f"session_{s}")
-            events = [
-                Event.model_validate(
-                    {
-                        "id": t.dia_id,
-                        "author": t.speaker,
-                        "timestamp": start + i,
-                        "content": {
-                            "role": "user",
-                            "parts": [{"text": t.text + (f" [image: {t.caption}]" if t.caption else "")}],
-                        },
-                        "custom_metadata": {"dia_id": t.dia_id},
-                    }
-                )
-                for i, t in enumerate(turns)
-            ]
+        for session_id, events in session_events(conversation):
+            services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
             for b in range(0, len(events), 100):
                 services.sessions.append_events(
-                    app_name="locomo", user_id=user, session_id=f"session_{s}", events=events[b : b + 100]
+                    app_name="locomo",
+                    user_id=user,
+                    session_id=session_id,
+                    events=[Event.model_validate(e) for e in events[b : b + 100]],
                 )
-            services.memories.save_session(app_name="locomo", user_id=user, session_id=f"session_{s}", policy="all")
+            services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
         view = services.memory_store.view("locomo", user)
         index = view.index
         dia = [view.records[i].custom_metadata["dia_id"] for i in index.ids]  # type: ignore[index]

@@ -31,22 +31,14 @@ def session_time(text: str) -> float:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
 
 
-def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -> dict[str, list[str]]:
-    """Ingest one conversation through the API as ``user`` and answer its questions: question -> dia_ids, best
-    first."""
-
-    def call(method: str, path: str, body: Any = None) -> Any:
-        status, reply = api.call(method, path, body)
-        assert status < 300, (method, path, status, reply)
-        return reply
-
-    answers: dict[str, list[str]] = {}
-    base = f"/apps/locomo/users/{user}/sessions"
-    sessions = sorted({t.session for t in conversation.turns})
-    for s in sessions:
+def session_events(conversation: Conversation) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each LoCoMo session as ``(session id, events)``: one event per turn, as an agent would append it (the
+    speaker as author, the session's date plus the turn's index as its time, an image's caption in the text,
+    the turn's ``dia_id`` as the event id and in ``custom_metadata``, where recall is scored)."""
+    out = []
+    for s in sorted({t.session for t in conversation.turns}):
         turns = [t for t in conversation.turns if t.session == s]
         start = session_time(turns[0].date) if turns[0].date else 0.0
-        call("POST", base, {"session_id": f"session_{s}"})
         events = [
             {
                 "id": t.dia_id,
@@ -60,9 +52,26 @@ def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -
             }
             for i, t in enumerate(turns)
         ]
+        out.append((f"session_{s}", events))
+    return out
+
+
+def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -> dict[str, list[str]]:
+    """Ingest one conversation through the API as ``user`` and answer its questions: question -> dia_ids, best
+    first."""
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        status, reply = api.call(method, path, body)
+        assert status < 300, (method, path, status, reply)
+        return reply
+
+    answers: dict[str, list[str]] = {}
+    base = f"/apps/locomo/users/{user}/sessions"
+    for session_id, events in session_events(conversation):
+        call("POST", base, {"session_id": session_id})
         for b in range(0, len(events), 100):
-            call("POST", f"{base}/session_{s}/events", {"events": events[b : b + 100]})
-        call("POST", f"/apps/locomo/users/{user}/memories", {"session_id": f"session_{s}", "policy": "all"})
+            call("POST", f"{base}/{session_id}/events", {"events": events[b : b + 100]})
+        call("POST", f"/apps/locomo/users/{user}/memories", {"session_id": session_id, "policy": "all"})
     for q in conversation.questions:
         hits = call("POST", f"/apps/locomo/users/{user}/memories/search", {"query": q.question, "top_k": k})
         answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
