@@ -177,7 +177,10 @@ def test_functions_get_the_auth_settings() -> None:
     ("overrides", "expected"),
     [
         ({}, {"ThrottlingRateLimit": "100", "ThrottlingBurstLimit": "200"}),
-        ({"ThrottleRateLimit": "25.5", "ThrottleBurstLimit": "50"}, {"ThrottlingRateLimit": "25.5", "ThrottlingBurstLimit": "50"}),
+        (
+            {"ThrottleRateLimit": "25.5", "ThrottleBurstLimit": "50"},
+            {"ThrottlingRateLimit": "25.5", "ThrottlingBurstLimit": "50"},
+        ),
         ({"ThrottleRateLimit": "0", "ThrottleBurstLimit": "0"}, {}),
     ],
 )  # fmt: skip

@@ -212,7 +212,7 @@ class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
                 )
             return next_middleware(app)
 
-        return super().handler(app, validated)
+        return super().handler(app, cast(Any, validated))  # NextMiddleware is a protocol a function satisfies
 
 
 class Resolver(APIGatewayHttpResolver):

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-
 # Settings whose empty value means "none" rather than "the default": the template passes an empty parameter through
 # (JwtAdminScope "" turns the admin scope off; left unset, the default scope applies).
 _BLANK_IS_A_VALUE = frozenset({"jwt_app_claim", "jwt_admin_scope", "jwt_admin_group"})
