@@ -212,15 +212,15 @@ def test_jwt_every_route_for_every_kind_of_caller(jwt_mode: Gateway, key: str) -
     }
     if not _has(call, "{app}"):  # the API's own description: any identified caller
         refused = {"no identity": refused["no identity"]}
-    for kind, (reply, status, field) in refused.items():
+    for kind, (reply, status, named) in refused.items():
         if status is None:  # no user in the path: "another user" is the own-user case below
             continue
         if kind == "other user" and app_wide_listing:
             continue
         assert reply.status == status, (kind, reply.body)
         assert reply.error["code"] == ("unauthorized" if status == 401 else "forbidden"), kind
-        if field is not None:
-            assert reply.error.get("field") == field, (kind, reply.error)
+        if named is not None:
+            assert reply.error.get("field") == named, (kind, reply.error)
     if app_wide_listing:  # not an admin: refused even in its own app
         reply = send(claims("alice"), APP, "alice", alice)
         assert (reply.status, reply.error["code"]) == (403, "forbidden")
@@ -243,16 +243,23 @@ def test_alice_cannot_see_bobs_data_in_any_answer(jwt_mode: Gateway) -> None:
     sessions = jwt_mode.request("GET", f"/apps/{APP}/users/alice/sessions", caller=alice)
     assert [s["user_id"] for s in sessions.body["sessions"]] == ["alice"]
     found = jwt_mode.request("POST", f"/apps/{APP}/users/alice/memories/search", caller=alice, body={"query": "tea"})
-    assert [m["content"] for m in found.body["memories"]] == ["alice likes tea"] or all(
-        "bob" not in json.dumps(m) for m in found.body["memories"]
-    )
+    assert found.status == 200 and found.body["memories"], found.body
+    assert all("bob" not in json.dumps(m) for m in found.body["memories"]), found.body
 
 
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
-        ("/sessions/s1/events", {**EVENT, "actions": {"state_delta": {"app:theme": "dark"}}}, "actions.state_delta.app:theme"),
-        ("/sessions/s1/events", {"events": [EVENT, {**EVENT, "actions": {"stateDelta": {"app:k": 1}}}]}, "events[1].actions.state_delta.app:k"),
+        (
+            "/sessions/s1/events",
+            {**EVENT, "actions": {"state_delta": {"app:theme": "dark"}}},
+            "actions.state_delta.app:theme",
+        ),
+        (
+            "/sessions/s1/events",
+            {"events": [EVENT, {**EVENT, "actions": {"stateDelta": {"app:k": 1}}}]},
+            "events[1].actions.state_delta.app:k",
+        ),
         ("/sessions", {"session_id": "s9", "state": {"user:x": 1, "app:x": 2}}, "state.app:x"),
     ],
 )  # fmt: skip
