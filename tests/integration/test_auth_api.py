@@ -450,3 +450,12 @@ def test_iam_writes_are_logged_with_the_callers_arn(
     (write,) = [r for r in lines if r.get("message") == "write"]
     assert write["principal"] == "arn:aws:iam::123456789012:role/backend"
     assert (write["auth_mode"], write["app_name"], write["user_id"]) == ("iam", APP, "bob")
+
+
+def test_a_route_the_table_lacks_fails_closed(jwt_mode: Gateway) -> None:
+    # API Gateway routes only the template's routes, and the route table holds them all; a path a function's
+    # resolver does not know is still checked, as strictly as a user's route.
+    (route,) = [r for r in TEMPLATE_ROUTES if r.route_key == "GET /apps/{app_name}/users/{user_id}/sessions"]
+    for caller, status in ((claims("alice"), 403), (claims("root", admin=True), 404), (None, 401)):
+        reply = jwt_mode.invoke(route, f"/apps/{APP}/users/alice/elsewhere", {"app_name": APP}, caller=caller)
+        assert reply.status == status, reply.body
