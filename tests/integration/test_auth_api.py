@@ -16,6 +16,8 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_memory import api as edge
 from local.apigw import LambdaContext, http_api_event, response_body
@@ -459,3 +461,71 @@ def test_a_route_the_table_lacks_fails_closed(jwt_mode: Gateway) -> None:
     for caller, status in ((claims("alice"), 403), (claims("root", admin=True), 404), (None, 401)):
         reply = jwt_mode.invoke(route, f"/apps/{APP}/users/alice/elsewhere", {"app_name": APP}, caller=caller)
         assert reply.status == status, reply.body
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+_NAMES = st.sampled_from(["alice", "bob", APP, OTHER_APP, ADMIN_SCOPE, f"openid {ADMIN_SCOPE}", "[admins]", ""])
+_NOISE = st.dictionaries(
+    st.sampled_from(["sub", APP_CLAIM, "scope", "scp", "cognito:groups", "username", "aud", "x"]),
+    _NAMES | _JSON,
+    max_size=3,
+)
+
+
+def _claims(sub: Any, app: Any, scope: Any, noise: dict[str, Any], noise_first: bool) -> dict[str, Any]:
+    plausible = {k: v for k, v in (("sub", sub), (APP_CLAIM, app), ("scope", scope)) if v is not None}
+    return noise | plausible if noise_first else plausible | noise
+
+
+# Mostly plausible tokens (so that many requests are allowed and the property below has something to hold
+# against), sometimes overwritten by noise of any JSON shape.
+_CLAIMS = st.builds(
+    _claims,
+    sub=st.sampled_from(["alice", "bob", None, 7, ["alice"], ""]),
+    app=st.sampled_from([APP, OTHER_APP, None, [APP]]),
+    scope=st.sampled_from(["openid", f"openid {ADMIN_SCOPE}", None, [ADMIN_SCOPE], "agent-memory/admins"]),
+    noise=_NOISE,
+    noise_first=st.booleans(),
+)
+
+
+def _words(claim: Any) -> list[str]:
+    if isinstance(claim, list):
+        return [str(c) for c in claim]
+    return str(claim).strip("[]").replace(",", " ").split() if isinstance(claim, str) else []
+
+
+@settings(
+    max_examples=300,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    call=st.sampled_from(CALLS),
+    caller=st.none() | _CLAIMS | _NOISE,
+    app=st.sampled_from([APP, OTHER_APP]),
+    user=st.sampled_from(["alice", "bob"]),
+)
+def test_generated_callers_get_no_5xx_and_nothing_they_may_not_have(
+    jwt_mode: Gateway, call: Call, caller: dict[str, Any] | None, app: str, user: str
+) -> None:
+    path = call.concrete(app, user, {"memory_id": "m1"})
+    reply = jwt_mode.request(call.method, path, caller=caller, body=call.body, query=call.query)
+    assert reply.status < 500, reply.body
+    if reply.status >= 400:
+        assert reply.error["code"], reply.body
+        return
+    assert caller, "an answer without identity"
+    if "{app}" in call.path:  # the app claim binds every caller
+        assert caller.get(APP_CLAIM) == app, (caller, path)
+    admin = any(ADMIN_SCOPE in _words(caller.get(k)) for k in ("scope", "scp"))
+    if "{user}" in call.path and not admin:
+        assert caller.get("sub") == user, (caller, path)
+    if call.key == "GET /apps/{app_name}/sessions":
+        assert admin, caller
