@@ -44,9 +44,10 @@ SUCCESS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
 DESCRIPTION = (
     "Sessions, events and state (short-term memory), context for the model, and long-term memory, for LLM "
     "agents. The deployed API (API Gateway HTTP API) takes requests signed with AWS SigV4 (service "
-    '`execute-api`); `make run` checks no identity. Every error is `{"error": {"code", "message", '
-    '"field"?}}`. Bodies are read as JSON whatever `Content-Type` says; snake_case field names are documented '
-    "and answered, ADK's camelCase aliases are accepted in requests."
+    "`execute-api`; AuthMode iam) or carrying `Authorization: Bearer <JWT>` (AuthMode jwt: a token reaches its "
+    "own user's data only); `make run` checks no identity unless `AUTH=jwt`. Every error is "
+    '`{"error": {"code", "message", "field"?}}`. Bodies are read as JSON whatever `Content-Type` says; '
+    "snake_case field names are documented and answered, ADK's camelCase aliases are accepted in requests."
 )
 
 
