@@ -29,6 +29,8 @@ REF = "#/components/schemas/{model}"
 
 ERROR_TEXT = {
     400: "a bad path, query or header parameter, or a body that is not JSON this service accepts",
+    401: "`unauthorized`: no caller identity (AuthMode jwt: no bearer token; API Gateway itself answers a bad one)",
+    403: "`forbidden`: another user's or app's data, or an admin-only route or `app:` state (AuthMode jwt)",
     404: "no such session (or route)",
     409: "`already_exists` (strict create), `event_id_conflict`, or `conflict` (an append kept losing races)",
     412: "`If-Match` does not match the session's ETag",
@@ -42,9 +44,10 @@ SUCCESS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
 DESCRIPTION = (
     "Sessions, events and state (short-term memory), context for the model, and long-term memory, for LLM "
     "agents. The deployed API (API Gateway HTTP API) takes requests signed with AWS SigV4 (service "
-    '`execute-api`); `make run` checks no identity. Every error is `{"error": {"code", "message", '
-    '"field"?}}`. Bodies are read as JSON whatever `Content-Type` says; snake_case field names are documented '
-    "and answered, ADK's camelCase aliases are accepted in requests."
+    "`execute-api`; AuthMode iam) or carrying `Authorization: Bearer <JWT>` (AuthMode jwt: a token reaches its "
+    "own user's data only); `make run` checks no identity unless `AUTH=jwt`. Every error is "
+    '`{"error": {"code", "message", "field"?}}`. Bodies are read as JSON whatever `Content-Type` says; '
+    "snake_case field names are documented and answered, ADK's camelCase aliases are accepted in requests."
 )
 
 
