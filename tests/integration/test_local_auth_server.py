@@ -1,0 +1,73 @@
+"""``make run AUTH=jwt`` over real HTTP: API Gateway's JWT authorizer in front of the handlers, locally."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from local.auth import mint
+from local.server import spawned
+from local.token import token_claims
+
+UNAUTHORIZED = {"message": "Unauthorized"}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("jwt-data")
+
+
+@pytest.fixture(scope="module")
+def base_url(data_dir: Path) -> Iterator[str]:
+    with spawned(data_dir=data_dir, auth="jwt") as url:
+        yield url
+
+
+def _as(data_dir: Path, user: str, *, admin: bool = False, app: str | None = None) -> dict[str, str]:
+    """The headers of a caller holding a token ``python -m local.token --user <user>`` would print."""
+    return {"authorization": f"Bearer {mint(data_dir, token_claims(user, admin=admin, app=app))}"}
+
+
+def test_a_request_without_a_good_token_gets_api_gateways_401(base_url: str, data_dir: Path) -> None:
+    path = "/apps/demo/users/alice/sessions"
+    now = int(time.time())
+    refused = {
+        "no token": {},
+        "not a token": {"authorization": "Bearer nope"},
+        "expired": {"authorization": f"Bearer {mint(data_dir, {'sub': 'alice'}, now=now - 7200)}"},
+        "wrong audience": {"authorization": f"Bearer {mint(data_dir, {'sub': 'alice'}, audience='other')}"},
+        "wrong issuer": {"authorization": f"Bearer {mint(data_dir, {'sub': 'alice'}, issuer='https://x.example')}"},
+    }
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        for case, headers in refused.items():
+            for method in ("GET", "POST"):
+                reply = http.request(method, path, headers=headers, json={"session_id": "s"})
+                assert (reply.status_code, reply.json()) == (401, UNAUTHORIZED), (case, method)
+        # Nothing was created by the refused POSTs.
+        listed = http.get(path, headers=_as(data_dir, "alice"))
+        assert listed.status_code == 200 and listed.json()["sessions"] == []
+
+
+def test_a_token_for_alice_reads_and_writes_alices_memory(base_url: str, data_dir: Path) -> None:
+    alice = _as(data_dir, "alice")
+    with httpx.Client(base_url=base_url, timeout=30, headers=alice) as http:
+        created = http.post("/apps/mine/users/alice/sessions", json={"session_id": "trip"})
+        assert created.status_code == 201
+        appended = http.post("/apps/mine/users/alice/sessions/trip/events", json={"role": "user", "content": "hi"})
+        assert appended.status_code == 201
+        got = http.get("/apps/mine/users/alice/sessions/trip")
+        assert got.status_code == 200 and got.json()["events"][0]["content"]["parts"][0]["text"] == "hi"
+
+
+def test_the_key_outlives_a_restart_so_do_the_tokens(tmp_path: Path) -> None:
+    with spawned(data_dir=tmp_path, auth="jwt") as url:
+        token = _as(tmp_path, "dora")
+        created = httpx.post(f"{url}/apps/a/users/dora/sessions", json={"session_id": "s"}, headers=token, timeout=30)
+        assert created.status_code == 201
+    with spawned(data_dir=tmp_path, auth="jwt") as url:
+        assert httpx.get(f"{url}/apps/a/users/dora/sessions/s", headers=token, timeout=30).status_code == 200
+        assert httpx.get(f"{url}/apps/a/users/dora/sessions/s", timeout=30).status_code == 401
