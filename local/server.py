@@ -205,11 +205,10 @@ def start(
     if auth not in AUTH_MODES:
         raise SystemExit(f"--auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
     template = load_template()
-    authorizer = None
-    if auth == "jwt":
-        authorizer = JwtAuthorizer.from_data_dir(data_dir)
-        # As the template's AuthMode=jwt sets it; the Jwt* settings keep the caller's values or the defaults.
-        os.environ["AUTH_MODE"] = "jwt"
+    # The functions run in the mode the server emulates, as the template's AuthMode sets it for both (whatever the
+    # caller's environment says); the Jwt* settings keep the caller's values, else the template's defaults.
+    os.environ["AUTH_MODE"] = auth
+    authorizer = JwtAuthorizer.from_data_dir(data_dir) if auth == "jwt" else None
     stop = threading.Event()
     window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
     window_s = float(window) if window else None
