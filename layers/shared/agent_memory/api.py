@@ -1,4 +1,9 @@
-"""HTTP glue shared by every function: the resolver, error mapping, JSON responses, logging and metrics.
+"""HTTP glue shared by every function: the resolver, access checks, error mapping, JSON responses, logging and
+metrics.
+
+Access is checked here and only here, first for every request (``_JsonBodyValidation.handler``): the route table
+says who may call each route (``routes.Route.access``), ``policy/access.py`` decides from the identity API Gateway's
+authorizer put on the event (401 ``unauthorized`` / 403 ``forbidden``), and every write is logged with its caller.
 
 Errors are mapped to responses here and only here: domain exceptions carry their status; Powertools'
 request validation errors take the same ``{"error": {"code", "message", "field"}}`` shape (400 for path,
@@ -15,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,11 +34,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from . import budget
+from . import budget, routes
 from .aws import capacity_error
-from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable
+from .config import settings
+from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
 from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
+from .policy import access
 from .requests import UNION_TAGS
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
@@ -93,6 +101,8 @@ def domain_error_response(exc: AgentMemoryError) -> Response[str]:
     headers = None
     if isinstance(exc, ServiceUnavailable) or (isinstance(exc, ModelFailure) and exc.kind == "busy"):
         headers = {"Retry-After": str(exc.retry_after)}
+    elif isinstance(exc, Unauthorized):
+        headers = {"WWW-Authenticate": "Bearer"}
     return json_response(exc.status, body, headers)
 
 
@@ -126,14 +136,83 @@ class RequestEvent(APIGatewayProxyEventV2):
             raise InvalidInput("body is not valid UTF-8 text", field="body") from exc
 
 
+_POWERTOOLS_PARAMETER = re.compile(r"<(\w+)>")
+
+
+def _table_route(app: Any) -> routes.Route | None:
+    """The route table's entry of the request's matched route (None: no route matched, a 404)."""
+    matched = app.context.get("_route")
+    if matched is None:
+        return None
+    key = f"{matched.method} {_POWERTOOLS_PARAMETER.sub(r'{\1}', matched.path)}"
+    return _ROUTES.get(key)
+
+
+_ROUTES = {r.key: r for r in routes.ROUTES}
+
+
+def auth_config() -> access.AuthConfig:
+    """The deployment's auth settings (AUTH_MODE, JWT_*)."""
+    cfg = settings()
+    return access.AuthConfig(
+        mode=cfg.auth_mode,
+        user_claim=cfg.jwt_user_claim,
+        app_claim=cfg.jwt_app_claim,
+        admin_scope=cfg.jwt_admin_scope,
+        admin_group=cfg.jwt_admin_group,
+    )
+
+
 class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
-    """Powertools' request validation, reading every body as JSON through ``parse_body``."""
+    """The first step of every request: who may call what, then Powertools' request validation (every body read
+    as JSON through ``parse_body``).
+
+    Access is checked here, in one place for every route of every function, before anything about the request's
+    parameters or body is answered: no identity is a 401, another user's or app's data a 403
+    (``policy/access.py``). Writing ``app:`` state is checked on the validated body, and every write is logged
+    with its caller before the handler runs.
+    """
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
 
     def _get_body(self, app: Any) -> Any:
         return app.current_event.json_body
+
+    def handler(self, app: Any, next_middleware: Any) -> Any:
+        route = _table_route(app)
+        if route is None:  # no such route: the 404 handler answers (API Gateway would have, before any function)
+            return super().handler(app, next_middleware)
+        config = auth_config()
+        caller = access.principal(app.current_event.raw_event.get("requestContext"), config)
+        path = app.context.get("_route_args") or {}
+        try:
+            access.authorize(
+                caller, config, access=route.access, app_name=path.get("app_name"), user_id=path.get("user_id")
+            )
+        except AgentMemoryError as exc:
+            logger.info(
+                "request denied",
+                extra={"route": route.key, "status": exc.status, **(caller.log_fields() if caller else {})},
+            )
+            raise
+
+        def validated(app: Any) -> Any:
+            arguments = app.context.get("_route_args") or {}
+            access.authorize_body(caller, config, arguments.get("body"))
+            if route.is_write and caller is not None:
+                logger.info(
+                    "write",
+                    extra={
+                        "route": route.key,
+                        "app_name": arguments.get("app_name"),
+                        "user_id": arguments.get("user_id"),
+                        **caller.log_fields(),
+                    },
+                )
+            return next_middleware(app)
+
+        return super().handler(app, validated)
 
 
 class Resolver(APIGatewayHttpResolver):

@@ -5,9 +5,14 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+
+# Settings whose empty value means "none" rather than "the default": the template passes an empty parameter through
+# (JwtAdminScope "" turns the admin scope off; left unset, the default scope applies).
+_BLANK_IS_A_VALUE = frozenset({"jwt_app_claim", "jwt_admin_scope", "jwt_admin_group"})
 
 
 class Settings(BaseModel):
@@ -37,6 +42,12 @@ class Settings(BaseModel):
     embedder_endpoint: str | None = Field(default=None, description="OpenAI-compatible base URL (…/v1)")
     embedder_api_key_parameter: str | None = Field(default=None, description="SSM SecureString with the key")
     embedder_api_key_secret: str | None = Field(default=None, description="Secrets Manager secret with the key")
+    # Who may call what (policy/access.py): the template's AuthMode and Jwt* parameters.
+    auth_mode: Literal["iam", "jwt"] = Field(default="iam", description="iam (AWS_IAM authorizer) | jwt")
+    jwt_user_claim: str = Field(default="sub", min_length=1, description="the claim a path's user_id must equal")
+    jwt_app_claim: str = Field(default="", description="when set, the claim a path's app_name must equal")
+    jwt_admin_scope: str = Field(default="agent-memory/admin", description="a scope that makes a caller admin")
+    jwt_admin_group: str = Field(default="", description="a cognito:groups group that makes a caller admin")
 
     @field_validator("summarizer_prompt_template")
     @classmethod
@@ -72,7 +83,11 @@ class Settings(BaseModel):
     def from_env(cls) -> Settings:
         """Read every field from its upper-case environment variable (TABLE_NAME, COMPACTION_INTERVAL, …)."""
         env = os.environ
-        values = {name: env[name.upper()] for name in cls.model_fields if env.get(name.upper())}
+        values = {
+            name: env[name.upper()]
+            for name in cls.model_fields
+            if env.get(name.upper()) or (name in _BLANK_IS_A_VALUE and name.upper() in env)
+        }
         return cls.model_validate(values)
 
 

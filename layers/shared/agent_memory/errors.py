@@ -43,6 +43,20 @@ class SessionNotFound(AgentMemoryError):
         super().__init__(f"session {session_id!r} not found", field="session_id")
 
 
+class Unauthorized(AgentMemoryError):
+    """No caller identity where the deployment's auth mode needs one (jwt mode: no verified claims)."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(AgentMemoryError):
+    """An identified caller asked for another user's or another app's data, or for an admin-only operation."""
+
+    status = 403
+    code = "forbidden"
+
+
 class PreconditionFailed(AgentMemoryError):
     """If-Match named a version that is no longer current."""
 

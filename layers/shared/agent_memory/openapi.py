@@ -29,6 +29,8 @@ REF = "#/components/schemas/{model}"
 
 ERROR_TEXT = {
     400: "a bad path, query or header parameter, or a body that is not JSON this service accepts",
+    401: "`unauthorized`: no caller identity (AuthMode jwt: no bearer token; API Gateway itself answers a bad one)",
+    403: "`forbidden`: another user's or app's data, or an admin-only route or `app:` state (AuthMode jwt)",
     404: "no such session (or route)",
     409: "`already_exists` (strict create), `event_id_conflict`, or `conflict` (an append kept losing races)",
     412: "`If-Match` does not match the session's ETag",

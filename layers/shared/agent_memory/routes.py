@@ -43,8 +43,16 @@ from .requests import (
     UserId,
 )
 
-# The errors every route may answer: a bad parameter or body, a body too large, storage out of capacity.
-COMMON_ERRORS = (400, 413, 422, 503)
+# The errors every route may answer: a bad parameter or body, no identity or not this caller's data (jwt mode), a
+# body too large, storage out of capacity.
+COMMON_ERRORS = (400, 401, 403, 413, 422, 503)
+
+# Who may call a route when the deployment authenticates its callers itself (AuthMode jwt; policy/access.py):
+USER = "user"  # the path's user only (or an admin), within the caller's app
+APP = "app"  # any caller of the path's app (what every session read already merges: the app's state)
+ADMIN = "admin"  # an admin of the path's app only (app-wide listings)
+ANY = "any"  # any authenticated caller (the API's own description)
+ACCESS = (USER, APP, ADMIN, ANY)
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class Route:
     errors: tuple[int, ...] = ()  # beyond COMMON_ERRORS
     tag: str = "sessions"
     headers: dict[int, dict[str, str]] = field(default_factory=dict)  # status -> response header -> description
+    access: str = USER  # one of ACCESS
+    writes: bool | None = None  # changes stored data (its caller is logged); None: every method but GET
+
+    @property
+    def is_write(self) -> bool:
+        return self.method != "GET" if self.writes is None else self.writes
 
     @property
     def key(self) -> str:
@@ -182,6 +196,7 @@ ROUTES: tuple[Route, ...] = (
         list_app_sessions,
         "List the sessions of every user of an app, state merged, no events",
         {200: out.SessionPage},
+        access=ADMIN,
     ),
     Route(
         "GET",
@@ -198,6 +213,7 @@ ROUTES: tuple[Route, ...] = (
         get_app_state,
         "Read an app's state (`app:` keys)",
         {200: out.AppState},
+        access=APP,
     ),
     Route(
         "GET",
@@ -256,6 +272,7 @@ ROUTES: tuple[Route, ...] = (
         "Search a user's memories",
         {200: out.SearchResponse},
         tag="memories",
+        writes=False,
     ),
     Route(
         "GET",
@@ -292,6 +309,7 @@ ROUTES: tuple[Route, ...] = (
         "This API's OpenAPI 3.1 document",
         {200: dict[str, Any]},
         tag="meta",
+        access=ANY,
     ),
 )
 
