@@ -71,3 +71,35 @@ def test_the_key_outlives_a_restart_so_do_the_tokens(tmp_path: Path) -> None:
     with spawned(data_dir=tmp_path, auth="jwt") as url:
         assert httpx.get(f"{url}/apps/a/users/dora/sessions/s", headers=token, timeout=30).status_code == 200
         assert httpx.get(f"{url}/apps/a/users/dora/sessions/s", timeout=30).status_code == 401
+
+
+def test_alices_token_reaches_nothing_of_bobs_and_an_admin_token_lists_the_app(base_url: str, data_dir: Path) -> None:
+    """The authorizer lets alice's token through; the functions, run with AUTH_MODE=jwt, bind it to alice."""
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        bob = _as(data_dir, "bob")
+        assert http.post("/apps/shared/users/bob/sessions", json={"session_id": "b1"}, headers=bob).status_code == 201
+        alice = _as(data_dir, "alice")
+        for method, path in [
+            ("GET", "/apps/shared/users/bob/sessions"),
+            ("GET", "/apps/shared/users/bob/sessions/b1"),
+            ("POST", "/apps/shared/users/bob/sessions/b1/events"),
+            ("DELETE", "/apps/shared/users/bob/sessions/b1"),
+            ("DELETE", "/apps/shared/users/bob/memories"),
+            ("GET", "/apps/shared/sessions"),
+        ]:
+            body = {"role": "user", "content": "x"} if method == "POST" else None
+            reply = http.request(method, path, headers=alice, json=body)
+            assert reply.status_code == 403 and reply.json()["error"]["code"] == "forbidden", (method, path)
+        assert http.get("/apps/shared/users/bob/sessions/b1", headers=bob).status_code == 200  # still there
+        admin = _as(data_dir, "carol", admin=True)
+        listed = http.get("/apps/shared/sessions", headers=admin)
+        assert listed.status_code == 200
+        assert [(s["user_id"], s["id"]) for s in listed.json()["sessions"]] == [("bob", "b1")]
+
+
+def test_with_jwt_app_claim_set_a_token_reaches_only_its_own_app(tmp_path: Path) -> None:
+    with spawned({"JWT_APP_CLAIM": "app"}, data_dir=tmp_path, auth="jwt") as url, httpx.Client(base_url=url) as http:
+        bound = _as(tmp_path, "alice", app="mine")
+        assert http.post("/apps/mine/users/alice/sessions", json={"session_id": "s"}, headers=bound).status_code == 201
+        assert http.get("/apps/other/users/alice/sessions", headers=bound).status_code == 403
+        assert http.get("/apps/mine/users/alice/sessions", headers=_as(tmp_path, "alice")).status_code == 403

@@ -49,3 +49,27 @@ def test_no_token_or_an_expired_one_is_unauthorized(jwt_server: tuple[str, Path]
         with client, pytest.raises(errors.Unauthorized) as info:
             client.list_sessions(app_name, "alice")
         assert info.value.status == 401 and info.value.message == "Unauthorized"
+
+
+def test_alices_token_cannot_reach_bobs_memory_an_admin_token_lists_the_app(
+    jwt_server: tuple[str, Path], app_name: str
+) -> None:
+    url, data_dir = jwt_server
+    with (
+        Client(url, bearer_token=token(data_dir, "bob")) as bob,
+        Client(url, bearer_token=token(data_dir, "alice")) as alice,
+        Client(url, bearer_token=token(data_dir, "root", "--admin")) as admin,
+    ):
+        bob.create_session(app_name, "bob", session_id="b1")
+        for call in (
+            lambda: alice.get_session(app_name, "bob", "b1"),
+            lambda: alice.list_sessions(app_name, "bob"),
+            lambda: alice.append_event(app_name, "bob", "b1", {"role": "user", "content": "mine now"}),
+            lambda: alice.delete_session(app_name, "bob", "b1"),
+            lambda: alice.list_sessions(app_name),
+        ):
+            with pytest.raises(errors.Forbidden) as info:
+                call()
+            assert info.value.status == 403 and info.value.code == "forbidden"
+        assert len(bob.get_session(app_name, "bob", "b1").events) == 0  # alice's append never landed
+        assert [(s.user_id, s.id) for s in admin.list_sessions(app_name).sessions] == [("bob", "b1")]
