@@ -123,4 +123,5 @@ class Stack:
                 return str(self._function("Fn::GetAtt", name))
             return str(self._ref(name))
 
-        return _SUB_VARIABLE.sub(value, text)
+        # ${!Literal} is CloudFormation's escape for a literal ${Literal} (an IAM policy variable, say)
+        return _SUB_VARIABLE.sub(value, text).replace("${!", "${")
