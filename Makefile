@@ -19,6 +19,9 @@ export AWS_DEFAULT_REGION ?= us-east-1
 # embedded backend keeps its data (make wipe deletes it).
 BACKEND ?= embedded
 DATA_DIR ?= .data
+# make run AUTH=jwt: bearer tokens required, checked as API Gateway's JWT authorizer would, with a signing key kept
+# under $(DATA_DIR)/auth; mint one with `.venv/bin/python -m local.token --user alice`. AUTH=iam: no token (today).
+AUTH ?= iam
 
 .PHONY: run wipe test client-test client-lock unit lint template openapi build smoke bench lock clean
 
@@ -40,9 +43,9 @@ $(CLIENT_STAMP): clients/python/requirements-test.txt clients/python/pyproject.t
 	touch $(CLIENT_STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m local.server --backend $(BACKEND) --data-dir $(DATA_DIR)
+	$(BIN)/python -m local.server --backend $(BACKEND) --data-dir $(DATA_DIR) --auth $(AUTH)
 
-wipe:  # delete everything make run stored (stop the server first)
+wipe:  # delete everything make run stored, the local signing key with it (stop the server first)
 	rm -rf $(DATA_DIR)
 
 test: $(STAMP) $(CLIENT_STAMP) lint template

@@ -11,6 +11,9 @@ from urllib.parse import urlencode
 
 from .template import Route
 
+# requestContext.authorizer when no authorizer emulation is asked for: an IAM caller, as the default AuthMode.
+LOCAL_IAM_CALLER: dict[str, Any] = {"iam": {"accessKey": "LOCAL", "accountId": "123456789012", "userArn": "local"}}
+
 
 @dataclass
 class LambdaContext:
@@ -35,10 +38,12 @@ def http_api_event(
     headers: dict[str, str] | None = None,
     body: bytes | str | None = None,
     source_ip: str = "127.0.0.1",
+    authorizer: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The event API Gateway hands a Lambda proxy integration for ``path`` matched to ``route``.
 
-    Binary or non-UTF-8 bodies travel base64-encoded, as API Gateway sends them.
+    Binary or non-UTF-8 bodies travel base64-encoded, as API Gateway sends them. ``authorizer`` is
+    ``requestContext.authorizer`` (a JWT authorizer's ``{"jwt": …}``); by default the IAM caller ``local``.
     """
     now = time.time()
     request_id = str(uuid.uuid4())
@@ -52,7 +57,7 @@ def http_api_event(
         "requestContext": {
             "accountId": "123456789012",
             "apiId": "local",
-            "authorizer": {"iam": {"accessKey": "LOCAL", "accountId": "123456789012", "userArn": "local"}},
+            "authorizer": authorizer or LOCAL_IAM_CALLER,
             "domainName": "127.0.0.1",
             "domainPrefix": "local",
             "http": {

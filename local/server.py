@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
+from .auth import AUDIENCE, ISSUER, UNAUTHORIZED_BODY, JwtAuthorizer, Unauthorized, auth_dir, jwt_authorizer_context
 from .changefeed import start_change_feed
 from .streams import start_stream_mappings
 from .template import (
@@ -60,11 +61,12 @@ def free_port() -> int:
 
 
 class LocalApi:
-    """Routes requests to the template's handlers."""
+    """Routes requests to the template's handlers; with ``authorizer``, a JWT authorizer guards every route."""
 
-    def __init__(self, template: dict[str, Any]) -> None:
+    def __init__(self, template: dict[str, Any], authorizer: JwtAuthorizer | None = None) -> None:
         self.template = template
         self.routes = routes(template)
+        self.authorizer = authorizer
 
     def handle(
         self, method: str, raw_path: str, headers: dict[str, str], body: bytes | None
@@ -94,7 +96,15 @@ class LocalApi:
         headers: dict[str, str],
         body: bytes | None,
     ) -> tuple[int, dict[str, str], bytes]:
-        event = http_api_event(route, path, params, query=query, headers=headers, body=body)
+        context = None
+        if self.authorizer is not None:
+            # As API Gateway: a matched route's authorizer runs first; a refusal never reaches the function.
+            try:
+                context = jwt_authorizer_context(self.authorizer.authorize(headers))
+            except Unauthorized as exc:
+                print(f"401 {route.method} {path}: {exc}", file=sys.stderr)
+                return _unauthorized()
+        event = http_api_event(route, path, params, query=query, headers=headers, body=body, authorizer=context)
         response = load_handler(route)(event, LambdaContext(function_name=route.function))
         out_headers = {k.lower(): str(v) for k, v in (response.get("headers") or {}).items()}
         return int(response["statusCode"]), out_headers, response_body(response)
@@ -107,6 +117,11 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], b
         {"content-type": "application/json"},
         json.dumps({"error": {"code": code, "message": message}}).encode(),
     )
+
+
+def _unauthorized() -> tuple[int, dict[str, str], bytes]:
+    """API Gateway's answer when its JWT authorizer refuses a request (not the API's own error shape)."""
+    return 401, {"content-type": "application/json", "www-authenticate": "Bearer"}, UNAUTHORIZED_BODY
 
 
 def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -166,18 +181,34 @@ def start_schedules(template: dict[str, Any], every_s: float, stop: threading.Ev
 
 
 BACKENDS = ("embedded", "moto")
+AUTH_MODES = ("iam", "jwt")
 
 
 def start(
-    host: str, port: int, backend: str = "embedded", data_dir: str = ".data", moto_port: int | None = None
+    host: str,
+    port: int,
+    backend: str = "embedded",
+    data_dir: str = ".data",
+    moto_port: int | None = None,
+    auth: str = "iam",
 ) -> tuple[ThreadingHTTPServer, Callable[[], None]]:
     """Start the backend and the API (in background threads); return the API server and a function that stops
-    everything."""
+    everything.
+
+    ``auth``: ``iam`` (every request arrives as the IAM caller ``local``, as today) or ``jwt`` (API Gateway's JWT
+    authorizer emulated with the local key under ``data_dir``, and the functions run with ``AUTH_MODE=jwt``).
+    """
     import logging
 
     if backend not in BACKENDS:
         raise SystemExit(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if auth not in AUTH_MODES:
+        raise SystemExit(f"--auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
     template = load_template()
+    # The functions run in the mode the server emulates, as the template's AuthMode sets it for both (whatever the
+    # caller's environment says); the Jwt* settings keep the caller's values, else the template's defaults.
+    os.environ["AUTH_MODE"] = auth
+    authorizer = JwtAuthorizer.from_data_dir(data_dir) if auth == "jwt" else None
     stop = threading.Event()
     window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
     window_s = float(window) if window else None
@@ -217,7 +248,7 @@ def start(
         def stop_backend() -> None:
             wired.close()
 
-    api = LocalApi(template)
+    api = LocalApi(template, authorizer)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -281,10 +312,12 @@ def spawned(
     log_path: Path | None = None,
     backend: str = "embedded",
     data_dir: Path | None = None,
+    auth: str = "iam",
+    extra_args: list[str] | None = None,
 ) -> Iterator[str]:
     """``make run`` in a child process on free ports (tests, benchmarks); yields its base URL, then stops it.
     See ``spawn``."""
-    with spawn(extra_env, startup_s, log_path, backend, data_dir) as server:
+    with spawn(extra_env, startup_s, log_path, backend, data_dir, auth, extra_args) as server:
         yield server.url
 
 
@@ -295,12 +328,16 @@ def spawn(
     log_path: Path | None = None,
     backend: str = "embedded",
     data_dir: Path | None = None,
+    auth: str = "iam",
+    extra_args: list[str] | None = None,
 ) -> Iterator[Spawned]:
     """``make run`` in a child process on free ports (tests, benchmarks); yields its URL and process id, then
     stops it.
 
-    ``backend`` as ``make run BACKEND=…``; the embedded backend keeps its data in ``data_dir`` (else in a
-    temporary folder removed afterwards; pass a folder to see data survive a restart).
+    ``backend`` as ``make run BACKEND=…`` and ``auth`` as ``make run AUTH=…``; the embedded backend keeps its data
+    (and ``auth="jwt"`` its signing key: mint with ``local.auth.mint(data_dir, …)``) in ``data_dir`` (else in a
+    temporary folder removed afterwards; pass a folder to see data survive a restart). ``extra_args`` are added to
+    the server's command line.
 
     The child gets this environment without its AWS settings (it makes its own), plus ``extra_env``. Its output
     goes to ``log_path`` (else a temporary file), not a pipe nobody reads (a full pipe would stop the server); the
@@ -316,7 +353,7 @@ def spawn(
         folder = data_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-memory-")))
         log = stack.enter_context(open(log_path, "w+") if log_path else tempfile.TemporaryFile("w+"))  # noqa: SIM115
         command = [sys.executable, "-m", "local.server", "--port", str(port), "--backend", backend]
-        command += ["--data-dir", str(folder), "--moto-port", str(free_port())]
+        command += ["--data-dir", str(folder), "--moto-port", str(free_port()), "--auth", auth, *(extra_args or [])]
         proc = subprocess.Popen(
             command,
             cwd=root,
@@ -367,6 +404,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--data-dir", default=os.environ.get("DATA_DIR", ".data"), help="where the embedded backend keeps its data"
     )
+    parser.add_argument(
+        "--auth",
+        choices=AUTH_MODES,
+        default=os.environ.get("AUTH") or "iam",
+        help="iam: no token asked (as AuthMode=iam); jwt: bearer tokens from python -m local.token (AuthMode=jwt)",
+    )
     parser.add_argument("--moto-port", type=int, default=int(os.environ.get("MOTO_PORT", "0")) or None)
     parser.add_argument(
         "--schedule-seconds",
@@ -378,11 +421,17 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["SCHEDULE_SECONDS"] = str(args.schedule_seconds)
     # A terminated server (``kill``, a test's child process) shuts down as on Ctrl-C: the data file is closed.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    _, shutdown = start(args.host, args.port, args.backend, args.data_dir, args.moto_port)
+    _, shutdown = start(args.host, args.port, args.backend, args.data_dir, args.moto_port, args.auth)
     where = (
         f"moto on {os.environ['AWS_ENDPOINT_URL']}" if args.backend == "moto" else f"data in {os.environ['DATA_DIR']}"
     )
     print(f"agent memory API on http://{args.host}:{args.port}  ({args.backend}: {where})", flush=True)
+    if args.auth == "jwt":
+        print(
+            f"  auth: jwt (issuer {ISSUER}, audience {AUDIENCE}, key in {auth_dir(args.data_dir)}); a token:"
+            f" .venv/bin/python -m local.token --user alice --data-dir {args.data_dir}",
+            flush=True,
+        )
     for route in api_routes():
         print(f"  {route.method:6} {route.path}")
     try:

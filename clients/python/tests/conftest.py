@@ -43,14 +43,20 @@ def _answers(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def local_server(extra_env: dict[str, str] | None = None, startup_s: float = 90) -> Iterator[str]:
-    """`make run` (embedded backend) in a child process; yields its base URL, then stops it."""
+def local_server(
+    extra_env: dict[str, str] | None = None, startup_s: float = 90, auth: str = "iam", data_dir: Path | None = None
+) -> Iterator[str]:
+    """`make run` (embedded backend) in a child process; yields its base URL, then stops it.
+
+    ``auth`` as `make run AUTH=…`; ``data_dir`` (else a temporary folder) holds the data and, with ``auth="jwt"``,
+    the signing key `python -m local.token --data-dir` mints with."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "VIRTUAL_ENV", "PYTHON"))}
     env |= {"PYTHONUNBUFFERED": "1"} | (extra_env or {})
     with tempfile.TemporaryDirectory(prefix="agent-memory-client-") as folder, open(Path(folder) / "log", "w+") as log:
         command = [str(SERVER_PYTHON), "-m", "local.server", "--port", str(port), "--backend", "embedded"]
-        command += ["--data-dir", str(Path(folder) / "data"), "--moto-port", str(_free_port())]
+        command += ["--data-dir", str(data_dir or Path(folder) / "data"), "--moto-port", str(_free_port())]
+        command += ["--auth", auth]
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + startup_s
