@@ -646,6 +646,7 @@ class DynamoSessionStore:
             "ConditionExpression": "attribute_exists(PK) AND attribute_not_exists(deleting) AND attribute_exists(#c)",
             "ExpressionAttributeNames": {"#c": COUNTED_ATTR},
             "ExpressionAttributeValues": {":now": _n(time.time())},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         uncount = {
             "TableName": self._table,
@@ -654,6 +655,7 @@ class DynamoSessionStore:
             "ExpressionAttributeNames": {"#sessions": SESSIONS_ATTR},
             "ExpressionAttributeValues": {":minus_one": _n(-1)},
         }
+        legacy = False
         while True:
             try:
                 # The tombstone and the count move together (one request, as the tombstone alone was).
@@ -661,15 +663,19 @@ class DynamoSessionStore:
                 counted = True
                 break
             except self._db.exceptions.TransactionCanceledException as exc:
-                if _reason_codes(exc)[:1] == ["ConditionalCheckFailed"]:
+                reasons = exc.response.get("CancellationReasons", [])
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    old_item = reasons[0].get("Item")
+                    # No live session to take out: gone, or being deleted already (still purge what an
+                    # interrupted delete left); a live one without the mark was stored before the count existed.
+                    legacy = bool(old_item) and "deleting" not in old_item
                     counted = False
                     break
                 budget.after_fault(exc)  # throttled or conflicting: retry (a lost answer shows as a tombstone)
-        if not counted:
-            # Not a counted live session: gone or being deleted already (still purge what an interrupted delete
-            # left), or stored before the count existed (tombstone it alone).
+        if not counted and legacy:
+            # Tombstone it alone: it was never counted.
             tombstone["ConditionExpression"] = "attribute_exists(PK) AND attribute_not_exists(deleting)"
-            del tombstone["ExpressionAttributeNames"]
+            del tombstone["ExpressionAttributeNames"], tombstone["ReturnValuesOnConditionCheckFailure"]
             with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
                 budget.call(self._db.update_item, **tombstone)
         self._purge(key, budget)
