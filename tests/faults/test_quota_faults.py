@@ -131,7 +131,10 @@ def test_a_throttled_delete_is_retried_and_takes_the_session_out_once(
     assert session_count(aws) == 0 and session_item(aws, "s1") is None
 
 
-def test_sessions_removed_behind_the_count_are_recounted_at_the_limit(api: Api, aws: dict[str, Any]) -> None:
+def test_sessions_removed_by_ttl_are_recounted_at_the_limit(
+    api: Api, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETENTION_DAYS", "30")
     api.create(session_id="s1")
     api.create(session_id="s2")
     # As DynamoDB's TTL removes an expired session: the item goes, the count stays.
@@ -180,3 +183,13 @@ def test_a_session_stored_before_the_count_is_deleted_without_taking_anything_ou
     assert delete(api, "s1") == 204
     assert session_item(aws, "s1") is None and api.get("s1").status == 404
     assert session_count(aws) == 1
+
+
+def test_without_a_retention_a_refused_create_reads_no_partition(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    api.create(session_id="s2")
+    before = len(faults.calls)
+    assert api.create(session_id="s3").status == 429
+    assert faults.calls[before:] == ["TransactWriteItems"]  # the count cannot drift: nothing to recount

@@ -389,9 +389,14 @@ class DynamoSessionStore:
             try:
                 created = self._try_create(actions, budget)
             except QuotaExceeded:
-                # The count may be high (sessions removed by TTL are never taken out): count the user's sessions
-                # once, correct it, and try again; a true count at the limit refuses.
-                if recounted or not self._recount_sessions(record.app_name, record.user_id, budget):
+                # With a retention the count may be high (sessions removed by TTL are never taken out): count the
+                # user's sessions once, correct it, and try again; a true count at the limit refuses. Without one
+                # the count cannot drift, and a refused create costs no read of the user's partition.
+                if (
+                    recounted
+                    or not self._retention_s
+                    or not self._recount_sessions(record.app_name, record.user_id, budget)
+                ):
                     raise
                 recounted = True
                 continue
