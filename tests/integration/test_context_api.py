@@ -173,8 +173,9 @@ def test_context_reads_the_summary_and_what_follows_not_the_session(api: Api, co
     counter.reset()
     body = context(api, "s1")
     assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query")]
-    # session item + the retained 2 + the compaction event + the 2 new ones; not the 402 events.
-    assert counter.items_read == 6
+    # session item + the user's state item (it holds their session count) + the retained 2 + the compaction event +
+    # the 2 new ones; not the 402 events.
+    assert counter.items_read == 7
     assert [m["content"] for m in body["messages"][1:]] == ["question 199", "answer 199", "question 500", "answer 500"]
 
 

@@ -15,6 +15,7 @@ from agent_memory_client.errors import (
     AlreadyExists,
     NotFound,
     PreconditionFailed,
+    QuotaExceeded,
     RateLimited,
     RequestTimeout,
     ServerError,
@@ -242,3 +243,13 @@ async def test_a_success_that_is_not_json_is_an_error(kind: str) -> None:
     with pytest.raises(ServerError) as caught:
         await mocked(kind, script).call("get_session", "app", "u", "s1")
     assert caught.value.code == "invalid_response"
+
+
+async def test_a_quota_exceeded_429_is_not_retried(kind: str) -> None:
+    body = {"error": {"code": "quota_exceeded", "message": "limit sessions_per_user = 2", "field": "sessions_per_user"}}
+    script = Script(answer(429, body))
+    client = mocked(kind, script)
+    with pytest.raises(QuotaExceeded) as caught:
+        await client.call("create_session", "app", "u", session_id="s3")
+    assert caught.value.field == "sessions_per_user" and caught.value.status == 429
+    assert len(script.requests) == 1 and client.sleeps == []

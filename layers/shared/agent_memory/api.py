@@ -129,9 +129,12 @@ class RequestEvent(APIGatewayProxyEventV2):
         if len(body) > MAX_BODY_BYTES * 4 // 3 + 4:
             raise PayloadTooLarge(f"body is over {MAX_BODY_BYTES} bytes", field="body")
         if not self.is_base64_encoded:
+            _check_request_bytes(len(body), body)
             return body
         try:
-            return base64.b64decode(body, validate=True).decode("utf-8")
+            raw = base64.b64decode(body, validate=True)
+            _check_request_bytes(len(raw))
+            return raw.decode("utf-8")
         except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise InvalidInput("body is not valid UTF-8 text", field="body") from exc
 
@@ -164,6 +167,20 @@ def auth_config() -> access.AuthConfig:
         admin_scope=cfg.jwt_admin_scope,
         admin_group=cfg.jwt_admin_group,
     )
+
+
+def _check_request_bytes(size: int, text: str | None = None) -> None:
+    """PayloadTooLarge naming ``MaxRequestBytes`` when a body of ``size`` bytes (``text``: ``size`` characters, its
+    UTF-8 length counted only when it could matter) is over the deployment's limit. Before any parsing."""
+    limit = settings().max_request_bytes
+    if not limit or size * (4 if text is not None else 1) <= limit:
+        return
+    if text is not None and size <= limit:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the request body is {size} bytes; over the limit MaxRequestBytes = {limit}", field="body"
+        )
 
 
 class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):

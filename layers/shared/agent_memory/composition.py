@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from .config import Settings, settings
 from .policy.compaction import CompactionSettings
+from .policy.quotas import Quotas
 from .service.compaction import CompactionService
 from .service.context import ContextService
 from .service.memories import MemoryService
@@ -77,6 +78,16 @@ class Services:
         return self._once("database", build)
 
     @property
+    def quotas(self) -> Quotas:
+        """The per-user quotas the deployment's parameters set (0: none)."""
+        cfg = self.settings
+        return Quotas(
+            sessions_per_user=cfg.max_sessions_per_user,
+            events_per_session=cfg.max_events_per_session,
+            memories_per_user=cfg.max_memories_per_user,
+        )
+
+    @property
     def session_store(self) -> SessionStore:
         def build() -> SessionStore:
             cfg = self.settings
@@ -91,14 +102,15 @@ class Services:
                     S3BlobStore(lambda: client("s3"), cfg.bucket_name),
                     offload_bytes=cfg.offload_bytes,
                     retention_days=cfg.retention_days,
+                    quotas=self.quotas,
                 )
             if self.backend == "embedded":
                 from .stores.sqlite import SqliteSessionStore
 
-                return SqliteSessionStore(self._database())
+                return SqliteSessionStore(self._database(), quotas=self.quotas)
             from .stores.inmemory import InMemorySessionStore
 
-            return InMemorySessionStore()
+            return InMemorySessionStore(self.quotas)
 
         return self._once("session_store", build)
 
@@ -237,6 +249,7 @@ class Services:
                 self.claim_store,
                 lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
                 default_policy=self.settings.autosave_policy_value(),
+                quotas=self.quotas,
             )
 
         return self._once("memories", build)

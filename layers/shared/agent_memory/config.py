@@ -22,6 +22,11 @@ class Settings(BaseModel):
     event_bus_name: str = Field(default="default", description="EventBridge bus for SessionCreated (EVENT_BUS_NAME)")
     retention_days: int = Field(default=0, ge=0, description="TTL of sessions and events in days; 0 keeps forever")
     offload_bytes: int = Field(default=350_000, ge=1, description="events larger than this go to S3")
+    # Per-user quotas (0 disables one); exceeding one answers 429 quota_exceeded, a larger body 413.
+    max_sessions_per_user: int = Field(default=10_000, ge=0, description="sessions a user may hold")
+    max_events_per_session: int = Field(default=100_000, ge=0, description="events a session may hold")
+    max_memories_per_user: int = Field(default=100_000, ge=0, description="memory records a user may hold")
+    max_request_bytes: int = Field(default=1_048_576, ge=0, description="largest request body, in bytes")
     # Compaction (see policy/compaction.py).
     compaction_interval: int = Field(default=10, ge=1, description="new invocations that trigger a compaction")
     overlap_size: int = Field(default=1, ge=0, description="earlier invocations re-read by a new summary")

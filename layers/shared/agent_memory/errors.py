@@ -82,6 +82,22 @@ class PayloadTooLarge(AgentMemoryError):
     code = "payload_too_large"
 
 
+class QuotaExceeded(AgentMemoryError):
+    """A per-user quota (a deployment parameter) would be passed: nothing was stored. 429 naming the limit.
+
+    ``limit_name`` is one of ``sessions_per_user``, ``events_per_session``, ``memories_per_user``; it is the
+    error's ``field`` and the message says the limit's value, so a client can tell which quota it hit.
+    """
+
+    status = 429
+    code = "quota_exceeded"
+
+    def __init__(self, what: str, *, limit_name: str, limit: int) -> None:
+        super().__init__(f"{what}: limit {limit_name} = {limit}", field=limit_name)
+        self.limit_name = limit_name
+        self.limit = limit
+
+
 class EventIdConflict(AgentMemoryError):
     """An event id that is stored already, sent again with a different body."""
 

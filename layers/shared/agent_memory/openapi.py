@@ -36,6 +36,7 @@ ERROR_TEXT = {
     412: "`If-Match` does not match the session's ETag",
     413: "`payload_too_large` (a body or field over its bound) or `response_too_large` (the answer would pass 5 MB)",
     422: "body content that does not validate; `field` is its path",
+    429: "`quota_exceeded`: a per-user quota would be passed; `field` names it, the message its limit",
     502: "`model_error`: the summarizer or the remote embedder failed; nothing was stored",
     503: "`service_unavailable`: storage or the model is out of capacity; retry after `Retry-After`",
     504: "`model_timeout`: the model did not answer within the request's budget; nothing was stored",

@@ -178,7 +178,7 @@ ROUTES: tuple[Route, ...] = (
         create_session,
         "Get or create a session (strict create with `If-None-Match: *`)",
         {201: out.Session, 200: out.Session},
-        errors=(409,),
+        errors=(409, 429),
         headers={201: _ETAG, 200: _ETAG},
     ),
     Route(
@@ -233,7 +233,7 @@ ROUTES: tuple[Route, ...] = (
         append_event,
         "Append one event or a batch `{events: [...]}`, idempotent by event id",
         {201: Event | out.EventList, 200: Event | out.EventList},
-        errors=(404, 409, 412),
+        errors=(404, 409, 412, 429),
         headers={201: _ETAG, 200: _ETAG},
     ),
     Route(
@@ -261,7 +261,7 @@ ROUTES: tuple[Route, ...] = (
         save_memories,
         "Save to long-term memory: a session's events by policy, explicit events, or texts",
         {200: out.SaveResult},
-        errors=(404, 502, 504),
+        errors=(404, 429, 502, 504),
         tag="memories",
     ),
     Route(

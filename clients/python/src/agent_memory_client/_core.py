@@ -241,7 +241,8 @@ class Core:
             if reply.status_code < 400:
                 return reply
             error = error_from_response(reply.status_code, reply.headers, reply.content)
-            if reply.status_code in RETRY_STATUSES:
+            # A quota the service refused on stands until something changes: no retry can succeed.
+            if reply.status_code in RETRY_STATUSES and error.code != "quota_exceeded":
                 # 429 never reached the function; the service's own 503/502/504 codes say nothing was done.
                 nothing_done = reply.status_code == 429 or _service_code(reply) in _NOTHING_DONE
                 call.maybe_delivered |= not nothing_done

@@ -107,6 +107,12 @@ class RateLimited(AgentMemoryError):
     """429: throttled (API Gateway's stage or route limits); retried by the client before it reaches you."""
 
 
+class QuotaExceeded(RateLimited):
+    """429 ``quota_exceeded``: a per-user quota of the deployment would be passed (``field`` names it:
+    ``sessions_per_user``, ``events_per_session``, ``memories_per_user``); nothing was stored. Never retried: it
+    stands until something is deleted or the limit is raised."""
+
+
 class ServerError(AgentMemoryError):
     """5xx: the service or API Gateway failed (500, 502 ``model_error``, a 504 integration timeout, ...)."""
 
@@ -144,6 +150,7 @@ _BY_CODE: dict[str, type[AgentMemoryError]] = {
     "already_exists": AlreadyExists,
     "event_id_conflict": EventIdConflict,
     "model_timeout": ModelTimeout,
+    "quota_exceeded": QuotaExceeded,
 }
 # Codes for answers that carry none (API Gateway's {"message"}, a proxy's HTML page).
 _STATUS_CODES: dict[int, str] = {

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import QuotaExceeded
 from ..policy.autosave import parse_policy
 from ..stores.ports import Change, EventQuery, SessionKey
 from .memories import CONTEXT_TURNS, MemoryService
@@ -49,6 +50,12 @@ def handle_changes(
             previous = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS)) if first > 1 else []
             result = service.save_events(key, events, policy, previous)
             logger.info("auto-saved", extra={"session_id": key.session_id, **result})
+        except QuotaExceeded as exc:
+            # Retrying would fail the same way (and hold the stream back): the events stay in their session,
+            # unsaved; the user (or an admin) frees memories and saves the session explicitly.
+            logger.warning(
+                "auto-save skipped: memory quota reached", extra={"session_id": key.session_id, "error": exc.message}
+            )
         except Exception:
             logger.exception("auto-save failed; its records will be retried", extra={"session_id": key.session_id})
             failures += [{"itemIdentifier": c.sequence} for c in group]

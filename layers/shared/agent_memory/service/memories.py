@@ -18,6 +18,7 @@ from ..models import Event
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
+from ..policy.quotas import NO_QUOTAS, Quotas
 from ..requests import MAX_TOP_K, MemoryText
 from ..stores.ports import (
     TEXT_PREFIX,
@@ -107,7 +108,9 @@ class MemoryService:
         search: Callable[[Any, str, int, float | None], list[tuple[str, float]]],
         default_policy: str | dict[str, Any] = "default",
         clock: Callable[[], float] = time.time,
+        quotas: Quotas = NO_QUOTAS,
     ) -> None:
+        self._quotas = quotas
         self._sessions = sessions
         self._memories = memories
         self._claims = claims
@@ -266,6 +269,12 @@ class MemoryService:
         ids it holds), commit. Claims are given back only for records known not to have landed."""
         if not records:
             return 0
+        if self._quotas.memories_per_user:
+            # Checked before anything is claimed or written, not in the store's write: concurrent saves of one user
+            # may pass the limit by a batch each (at most MAX_BATCH records); memory is not the hot path sessions
+            # are. Records held already (a resend) are not new.
+            held = self._memories.view(app_name, user_id).records
+            self._quotas.check_memories(len(held), len({r.id for r in records} - held.keys()))
         keys = {claim_key(r): r for r in records}
         claimed = self._claims.claim(app_name, user_id, list(keys))
         fresh = [keys[k] for k in keys if k in claimed]

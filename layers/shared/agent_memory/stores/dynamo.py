@@ -55,10 +55,12 @@ from ..errors import (
     EventIdConflict,
     PayloadTooLarge,
     PreconditionFailed,
+    QuotaExceeded,
     ServiceUnavailable,
     SessionNotFound,
 )
 from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp, unreadable_event
+from ..policy.quotas import NO_QUOTAS, SESSIONS_PER_USER, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     AppCursor,
@@ -77,6 +79,10 @@ logger = logging.getLogger(__name__)
 
 STATE_ATTR_PREFIX = "st:"
 STATE_SK = "#STATE"
+# On the user's state item: how many sessions the user holds (the MaxSessionsPerUser quota's count); on a session
+# item: that it is in that count.
+SESSIONS_ATTR = "sessions"
+COUNTED_ATTR = "counted"
 MAX_TRANSACT_ITEMS = 100
 # DynamoDB caps a transaction at 4 MB; keep a margin for keys and attribute names.
 MAX_TRANSACT_BYTES = 3_500_000
@@ -307,12 +313,14 @@ class DynamoSessionStore:
         *,
         offload_bytes: int = 350_000,
         retention_days: int = 0,
+        quotas: Quotas = NO_QUOTAS,
     ) -> None:
         self._db = client
         self._table = table_name
         self._blobs = blobs
         self._offload_bytes = offload_bytes
         self._retention_s = retention_days * 86400
+        self._quotas = quotas
 
     # --- sessions -------------------------------------------------------------------------------------------
 
@@ -355,6 +363,9 @@ class DynamoSessionStore:
             # append, so appends cost the index nothing.
             "app_pk": _s(record.app_name),
             "app_sk": _s(f"{record.user_id}#{record.session_id}"),
+            # Counted in the user's session count: its delete takes it out again (a session stored before the
+            # count existed has no mark and was never counted).
+            COUNTED_ATTR: _n(1),
         }
         expiry = self._expiry(record.update_time)
         if expiry:
@@ -366,14 +377,30 @@ class DynamoSessionStore:
             "Item": item,
             "ConditionExpression": "attribute_not_exists(PK)",
         }
-        actions: list[dict[str, Any]] = [{"Put": put}]
-        # User and app state ride in the same transaction: applied once, with the creation, or not at all.
-        if delta.user:
-            actions.append(self._state_update(session_pk(record.app_name, record.user_id), STATE_SK, delta.user))
+        # User and app state ride in the same transaction: applied once, with the creation, or not at all. So does
+        # the user's session count (on the user's state item): the transaction's condition on it is the quota,
+        # and DynamoDB serialises transactions on an item, so concurrent creates never overshoot. A retry of a
+        # create that landed fails on the session's own condition, as a whole: the count moves once.
+        actions: list[dict[str, Any]] = [{"Put": put}, self._count_update(record.app_name, record.user_id, delta.user)]
         if delta.app:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, delta.app))
+        recounted = False
         while True:
-            if self._try_create(actions, budget):
+            try:
+                created = self._try_create(actions, budget)
+            except QuotaExceeded:
+                # With a retention the count may be high (sessions removed by TTL are never taken out): count the
+                # user's sessions once, correct it, and try again; a true count at the limit refuses. Without one
+                # the count cannot drift, and a refused create costs no read of the user's partition.
+                if (
+                    recounted
+                    or not self._retention_s
+                    or not self._recount_sessions(record.app_name, record.user_id, budget)
+                ):
+                    raise
+                recounted = True
+                continue
+            if created:
                 # Events a delete that predates tombstones left behind must not show in this session.
                 self._purge(key, budget, created=True)
                 stored = budget.call(self.get_session, key)
@@ -395,8 +422,72 @@ class DynamoSessionStore:
                 put["ConditionExpression"] = "attribute_not_exists(PK) OR attribute_exists(deleting)"
             # Else deleted between our write and read: create again.
 
+    def _count_update(self, app_name: str, user_id: str, user_state: dict[str, Any]) -> dict[str, Any]:
+        """The create's update of the user's state item: its state delta, one more session, and the quota."""
+        action = self._state_update(session_pk(app_name, user_id), STATE_SK, user_state)["Update"]
+        action["UpdateExpression"] = (action["UpdateExpression"] + " " if user_state else "") + "ADD #sessions :one"
+        action["ExpressionAttributeNames"]["#sessions"] = SESSIONS_ATTR
+        action["ExpressionAttributeValues"][":one"] = _n(1)
+        if self._quotas.sessions_per_user:
+            action["ConditionExpression"] = "attribute_not_exists(#sessions) OR #sessions < :max_sessions"
+            action["ExpressionAttributeValues"][":max_sessions"] = _n(self._quotas.sessions_per_user)
+        return {"Update": action}
+
+    def _recount_sessions(self, app_name: str, user_id: str, budget: _Budget) -> bool:
+        """Set the user's session count to the sessions they hold if it is higher (sessions removed by TTL, or by
+        hand, were never taken out of it); True when it was lowered.
+
+        The count is set only if it still reads as it did before the sessions were counted: a create or delete
+        that lands meanwhile moves it, and the correction is dropped (the caller tries once more anyway)."""
+        pk = session_pk(app_name, user_id)
+        item = budget.call(
+            self._db.get_item,
+            TableName=self._table,
+            Key={"PK": _s(pk), "SK": _s(STATE_SK)},
+            ConsistentRead=True,
+            ProjectionExpression="#sessions",
+            ExpressionAttributeNames={"#sessions": SESSIONS_ATTR},
+        ).get("Item", {})
+        if SESSIONS_ATTR not in item:
+            return False
+        counted = int(item[SESSIONS_ATTR]["N"])
+        now = time.time()
+        held = 0
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":s": _s("S#")},
+            "ProjectionExpression": "deleting, expires_at",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = budget.call(self._db.query, **params)
+            for session in response.get("Items", []):
+                expires = _number(session, "expires_at")
+                # Tombstones were taken out when they were laid; expired sessions are about to go.
+                if "deleting" not in session and (expires is None or expires > now):
+                    held += 1
+            if "LastEvaluatedKey" not in response:
+                break
+            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        if held >= counted:
+            return False
+        logger.info("session count corrected", extra={"counted": counted, "held": held})
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+            budget.call(
+                self._db.update_item,
+                TableName=self._table,
+                Key={"PK": _s(pk), "SK": _s(STATE_SK)},
+                UpdateExpression="SET #sessions = :held",
+                ConditionExpression="#sessions = :counted",
+                ExpressionAttributeNames={"#sessions": SESSIONS_ATTR},
+                ExpressionAttributeValues={":held": _n(held), ":counted": _n(counted)},
+            )
+        return True
+
     def _try_create(self, actions: list[dict[str, Any]], budget: _Budget) -> bool:
-        """Write the new session (and its user/app state); False when a session item is in the way."""
+        """Write the new session (and its user/app state and count); False when a session item is in the way,
+        QuotaExceeded when the user's count is at the limit."""
         while True:
             try:
                 if len(actions) == 1:
@@ -410,6 +501,12 @@ class DynamoSessionStore:
                 codes = _reason_codes(exc)
                 if codes and codes[0] == "ConditionalCheckFailed":
                     return False
+                if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                    raise QuotaExceeded(
+                        "the user holds as many sessions as allowed",
+                        limit_name=SESSIONS_PER_USER,
+                        limit=self._quotas.sessions_per_user,
+                    ) from exc
                 if "ValidationError" in codes:
                     raise _too_large("state") from exc
                 budget.after_fault(exc)  # throttled, conflicting, unknown: retry (a lost answer shows as ours)
@@ -544,17 +641,48 @@ class DynamoSessionStore:
         """Tombstone, purge, then remove the session item. Any step may fail (503): the session stays deleted
         for readers and writers, and a retry — of the DELETE, or a create under the same id — finishes the job."""
         budget = _Budget()
-        # Gone already: still purge what an interrupted delete may have left.
-        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
-            # From here on get and list answer without it, appends and compactions fail their condition.
-            budget.call(
-                self._db.update_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                UpdateExpression="SET deleting = :now REMOVE due, due_since, app_pk, app_sk",
-                ConditionExpression="attribute_exists(PK)",
-                ExpressionAttributeValues={":now": _n(time.time())},
-            )
+        # From here on get and list answer without it, appends and compactions fail their condition.
+        tombstone: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": self._session_key(key),
+            "UpdateExpression": "SET deleting = :now REMOVE due, due_since, app_pk, app_sk",
+            # Only a live session: a retried DELETE (or botocore's retry of a lost answer) finds the tombstone,
+            # fails the condition and takes nothing out of the user's session count a second time.
+            "ConditionExpression": "attribute_exists(PK) AND attribute_not_exists(deleting) AND attribute_exists(#c)",
+            "ExpressionAttributeNames": {"#c": COUNTED_ATTR},
+            "ExpressionAttributeValues": {":now": _n(time.time())},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        uncount = {
+            "TableName": self._table,
+            "Key": {"PK": _s(session_pk(key.app_name, key.user_id)), "SK": _s(STATE_SK)},
+            "UpdateExpression": "ADD #sessions :minus_one",
+            "ExpressionAttributeNames": {"#sessions": SESSIONS_ATTR},
+            "ExpressionAttributeValues": {":minus_one": _n(-1)},
+        }
+        legacy = False
+        while True:
+            try:
+                # The tombstone and the count move together (one request, as the tombstone alone was).
+                budget.call(self._db.transact_write_items, TransactItems=[{"Update": tombstone}, {"Update": uncount}])
+                counted = True
+                break
+            except self._db.exceptions.TransactionCanceledException as exc:
+                reasons = exc.response.get("CancellationReasons", [])
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    old_item = reasons[0].get("Item")
+                    # No live session to take out: gone, or being deleted already (still purge what an
+                    # interrupted delete left); a live one without the mark was stored before the count existed.
+                    legacy = bool(old_item) and "deleting" not in old_item
+                    counted = False
+                    break
+                budget.after_fault(exc)  # throttled or conflicting: retry (a lost answer shows as a tombstone)
+        if not counted and legacy:
+            # Tombstone it alone: it was never counted.
+            tombstone["ConditionExpression"] = "attribute_exists(PK) AND attribute_not_exists(deleting)"
+            del tombstone["ExpressionAttributeNames"], tombstone["ReturnValuesOnConditionCheckFailure"]
+            with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+                budget.call(self._db.update_item, **tombstone)
         self._purge(key, budget)
         with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
             budget.call(
@@ -668,6 +796,7 @@ class DynamoSessionStore:
         pending = unique
         version = 0
         checked = False
+        resends_checked = False
         unsettled: list[NewEvent] = []  # the chunk whose last transaction may have been applied
         landed_versions: list[int] = []  # versions made by our transactions recognised after a lost answer
 
@@ -713,6 +842,24 @@ class DynamoSessionStore:
                     raise PreconditionFailed(
                         f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
                     )
+                if watermark is None and self._quotas.events_per_session:
+                    # The transaction is conditioned on last_seq as read here: the count cannot move before it
+                    # commits, so checking it costs no request and concurrent appends never overshoot. The whole
+                    # batch is checked before its first transaction (nothing of a refused batch is stored).
+                    try:
+                        self._quotas.check_events(meta.last_seq, len(pending))
+                    except QuotaExceeded:
+                        if resends_checked:
+                            raise
+                        # Resent events are no new ones (a retry whose first answer was lost): look them up once.
+                        resends_checked = checked = True
+                        found = self._stored_items(key, [e.id for e in pending], budget)
+                        for event_id, item in found.items():
+                            settle(event_id, item)
+                        if not found:
+                            raise
+                        pending = [e for e in pending if e.id not in found]
+                        continue
                 chunk = self._take_chunk(pending, staged)
                 if not checked and (len(chunk) < len(pending) or any(staged[e.id].offload for e in chunk)):
                     # The batch takes several transactions: find reused ids before the first commits, so that a

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from ..jsonio import dumps, event_size
+from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
@@ -40,8 +41,9 @@ class InMemorySessionStore:
     """Sessions in dicts, with a change feed as the SQLite store has it (``read_changes``, ``ack_changes``,
     ``changes``): an outbox entry per stored event, written under the same lock as the event."""
 
-    def __init__(self) -> None:
+    def __init__(self, quotas: Quotas = NO_QUOTAS) -> None:
         self._lock = threading.Lock()
+        self._quotas = quotas
         self._sessions: dict[SessionKey, SessionRecord] = {}
         self._events: dict[SessionKey, dict[str, dict[str, Any]]] = {}  # by event id
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
@@ -63,6 +65,8 @@ class InMemorySessionStore:
             existing = self._sessions.get(key)
             if existing is not None:
                 return self._full(existing), False
+            held = sum(1 for k in self._sessions if (k.app_name, k.user_id) == (key.app_name, key.user_id))
+            self._quotas.check_sessions(held)
             stored = copy.deepcopy(record)
             stored.incarnation = uuid.uuid4().hex
             stored.state = copy.deepcopy(delta.session)
@@ -183,6 +187,8 @@ class InMemorySessionStore:
                     f"event id {event.id!r} is stored already with a different body; send a new id for a new event",
                     field=f"events[{i}].id",
                 )
+        if not compaction:  # a compaction is the server's own: never refused
+            self._quotas.check_events(record.last_seq, len(first))
         out: list[dict[str, Any]] = []
         created: list[bool] = []
         new: list[NewEvent] = []

@@ -51,6 +51,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from ..aws import WRITE_BUDGET_S
 from ..errors import EventIdConflict, PayloadTooLarge, PreconditionFailed, ServiceUnavailable, SessionNotFound
 from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
+from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
@@ -451,9 +452,12 @@ class SqliteSessionStore:
     """``SessionStore`` on a ``SqliteDatabase`` (see the module), with its change feed (``read_changes``,
     ``ack_changes``, ``changes``). Events of any size are stored inline: no blob store."""
 
-    def __init__(self, db: SqliteDatabase, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: SqliteDatabase, clock: Callable[[], float] = time.time, *, quotas: Quotas = NO_QUOTAS
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._quotas = quotas
 
     # --- sessions ---------------------------------------------------------------------------------------------
 
@@ -507,6 +511,12 @@ class SqliteSessionStore:
             row = self._session_row(conn, key)
             if row is not None:
                 return self._full(conn, row), False
+            if self._quotas.sessions_per_user:
+                # Counted inside the write transaction (one writer at a time): concurrent creates never overshoot.
+                (held,) = conn.execute(
+                    "SELECT count(*) FROM sessions WHERE app_name = ? AND user_id = ?", (key.app_name, key.user_id)
+                ).fetchone()
+                self._quotas.check_sessions(held)
             cursor = conn.execute(
                 "INSERT INTO sessions (app_name, user_id, session_id, incarnation, create_time, update_time) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -673,6 +683,8 @@ class SqliteSessionStore:
                 continue
             if not same_event(earlier, event):
                 raise _id_conflict(event.id, i)
+        if not compaction:  # a compaction is the server's own: never refused
+            self._quotas.check_events(last_seq, len(first))
         out: list[dict[str, Any]] = []
         created: list[bool] = []
         rows: list[tuple[int, int, float, str, str]] = []
