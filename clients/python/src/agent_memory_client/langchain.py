@@ -249,6 +249,20 @@ def events_to_messages(events: Iterable[dict[str, Any]]) -> list[BaseMessage]:
     return [message for message in messages if message is not None]
 
 
+def _either_client(client: Client | None, async_client: AsyncClient | None) -> tuple[Client | None, AsyncClient | None]:
+    """The sync and async clients an integration was given; at least one is needed."""
+    if client is None and async_client is None:
+        raise TypeError("pass client (a Client) and/or async_client (an AsyncClient)")
+    return client, async_client
+
+
+def _sync_client(client: Client | None, what: str, hint: str = "") -> Client:
+    """The sync client, for the sync methods of ``what``; an integration built with only an AsyncClient has none."""
+    if client is None:
+        raise TypeError(f"this {what} has no sync Client: use the async methods{' ' + hint if hint else ''}")
+    return client
+
+
 # --- chat message history -------------------------------------------------------------------------------------
 
 
@@ -265,18 +279,13 @@ class RemoteChatMessageHistory(BaseChatMessageHistory):
         session_id: str,
         async_client: AsyncClient | None = None,
     ) -> None:
-        if client is None and async_client is None:
-            raise TypeError("pass client (a Client) and/or async_client (an AsyncClient)")
-        self.client = client
-        self.async_client = async_client
+        self.client, self.async_client = _either_client(client, async_client)
         self.app_name = app_name
         self.user_id = user_id
         self.session_id = session_id
 
     def _sync(self) -> Client:
-        if self.client is None:
-            raise TypeError("this history has no sync Client: use the async methods")
-        return self.client
+        return _sync_client(self.client, "history")
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -450,10 +459,7 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
         serde: Any = None,
     ) -> None:
         super().__init__(serde=serde)
-        if client is None and async_client is None:
-            raise TypeError("pass client (a Client) and/or async_client (an AsyncClient)")
-        self.client = client
-        self.async_client = async_client
+        self.client, self.async_client = _either_client(client, async_client)
         self.app_name = app_name
         self.user_id = user_id
         self.messages_key = messages_key
@@ -461,9 +467,7 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
         self._recorded: dict[str, set[str]] = {}
 
     def _sync(self) -> Client:
-        if self.client is None:
-            raise TypeError("this checkpointer has no sync Client: use the async methods (ainvoke, astream)")
-        return self.client
+        return _sync_client(self.client, "checkpointer", "(ainvoke, astream)")
 
     # --- reading ----------------------------------------------------------------------------------------------
 
@@ -844,18 +848,13 @@ class RemoteStore(BaseStore):  # type: ignore[misc]
         async_client: AsyncClient | None = None,
         min_score: float | None = None,
     ) -> None:
-        if client is None and async_client is None:
-            raise TypeError("pass client (a Client) and/or async_client (an AsyncClient)")
-        self.client = client
-        self.async_client = async_client
+        self.client, self.async_client = _either_client(client, async_client)
         self.app_name = app_name
         self.user_id = user_id
         self.min_score = min_score
 
     def _sync(self) -> Client:
-        if self.client is None:
-            raise TypeError("this store has no sync Client: use the async methods")
-        return self.client
+        return _sync_client(self.client, "store")
 
     def _scope(self, namespace: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         if self.user_id is not None:
