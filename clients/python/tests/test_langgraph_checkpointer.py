@@ -5,6 +5,7 @@ events the service's context route reads; list, filters and delete_thread."""
 from __future__ import annotations
 
 import operator
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
@@ -207,10 +208,17 @@ def test_compaction_and_memory_saves_see_the_conversation(client: Client, app_na
     assert compacted.compacted, compacted.reason
     assert compacted.event is not None and "Lisbon" in compacted.event.model_dump_json()
 
-    # (make run's auto-save may have saved some already: each event is saved once either way.)
+    # make run's auto-save may be saving some of these at the same moment: an event it has claimed is skipped by
+    # this save and becomes searchable when auto-save commits it (each event is saved once either way), so the
+    # search is asked again until both have landed.
     client.save_memories(app_name, "carol", session_id=thread_id)
-    hits = client.search_memories(app_name, "carol", "pastel de nata by the river in Lisbon", top_k=100)
-    # The user's messages (the default policy), all of them, and nothing of the checkpoints.
+    deadline = time.monotonic() + 60
+    while True:
+        hits = client.search_memories(app_name, "carol", "pastel de nata by the river in Lisbon", top_k=100)
+        if sorted(hit.text for hit in hits) == sorted(said) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    # The user's messages (the default policy), all of them, once each, and nothing of the checkpoints.
     assert sorted(hit.text for hit in hits) == sorted(said)
 
     fresh = builder.compile(checkpointer=RemoteCheckpointSaver(client, app_name=app_name, user_id="carol"))
