@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from agent_memory.aws import reset_clients
 from agent_memory.providers.summarizers import clear_api_key_cache
@@ -18,3 +21,12 @@ def clean_keys() -> Iterator[None]:
     yield
     reset_clients()
     clear_api_key_cache()
+
+
+@pytest.fixture
+def bedrock() -> Iterator[tuple[Any, Stubber]]:
+    """A bedrock-runtime client under a Stubber; every queued response must be used."""
+    client = boto3.client("bedrock-runtime", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()

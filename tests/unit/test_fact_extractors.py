@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from botocore.stub import Stubber
@@ -29,6 +27,7 @@ from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import MemoryRecord
+from tests.unit.bedrock_stub import converse_response
 
 
 def answer(by_index: dict[int, list[dict[str, str]]], fenced: bool = False) -> str:
@@ -145,23 +144,6 @@ def test_parse_model_facts_ignores_what_is_not_well_formed() -> None:
     for bad in ("no json here", "[1, 2]", '{"messages": 3}', "{not json}"):
         with pytest.raises(ValueError):
             parse_model_facts(bad, 1)
-
-
-def converse_response(text: str) -> dict[str, Any]:
-    return {
-        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
-        "metrics": {"latencyMs": 12},
-    }
-
-
-@pytest.fixture
-def bedrock() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("bedrock-runtime", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def test_bedrock_answers_json_facts(bedrock: tuple[Any, Stubber]) -> None:

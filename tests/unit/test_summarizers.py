@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -23,6 +22,7 @@ from agent_memory.providers.summarizers import (
     api_key_from_ssm,
     build_summarizer,
 )
+from tests.unit.bedrock_stub import converse_response
 
 # --------------------------------------------------------------------------------------------------------------
 # Fixtures
@@ -438,23 +438,6 @@ def test_openai_rejects_a_bad_template() -> None:
 # --------------------------------------------------------------------------------------------------------------
 
 MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
-
-
-def converse_response(*texts: str) -> dict[str, Any]:
-    return {
-        "output": {"message": {"role": "assistant", "content": [{"text": t} for t in texts]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
-        "metrics": {"latencyMs": 12},
-    }
-
-
-@pytest.fixture
-def bedrock() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("bedrock-runtime", region_name="us-east-1")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def test_bedrock_converse_returns_concatenated_text(bedrock: tuple[Any, Stubber]) -> None:
