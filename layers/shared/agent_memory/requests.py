@@ -29,6 +29,7 @@ from .bounds import (
     Utf8Str,
 )
 from .models import Event, reject_two_spellings
+from .policy.context import MAX_CONTEXT_MEMORIES
 from .policy.identifiers import IDENTIFIER_PATTERN
 
 MAX_TOP_K = 100
@@ -104,6 +105,31 @@ ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
 ]
 Budget = Annotated[QueryInt | None, Query(ge=1, description="a positive budget; digits only")]
+SystemMessages = Annotated[
+    list[Utf8Str] | None,
+    Query(
+        description="a base system message, first in the context; repeat the parameter for more, in order (each "
+        "value whole: commas are part of it). Always kept: a budget too small for them answers 422 `system`. "
+        "Long prompts: `POST …/context` takes them in a JSON body"
+    ),
+]
+MemoryCount = Annotated[
+    QueryInt | None,
+    Query(
+        ge=0,
+        le=MAX_CONTEXT_MEMORIES,
+        description=f"add up to this many of the user's memories (0-{MAX_CONTEXT_MEMORIES}), searched with the "
+        "newest user message (or `memory_query`), as one system message with their dates; digits only",
+    ),
+]
+MemoryQuery = Annotated[
+    Utf8Str | None,
+    Query(max_length=MAX_QUERY_CHARS, description="what to search memory for instead of the newest user message"),
+]
+MemoryMinScore = Annotated[
+    Fraction | None, Query(description="the memory search's `min_score`: " + MIN_SCORE_DESCRIPTION)
+]
+WithProfile = Annotated[bool, Query(description="add what is known about the user (the profile) as a system message")]
 
 
 class _Request(BaseModel):

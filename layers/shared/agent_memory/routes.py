@@ -31,7 +31,10 @@ from .requests import (
     IfMatch,
     IfNoneMatch,
     Limit,
+    MemoryCount,
     MemoryId,
+    MemoryMinScore,
+    MemoryQuery,
     MinScore,
     NextToken,
     NumRecentEvents,
@@ -39,8 +42,10 @@ from .requests import (
     SearchQuery,
     SearchRequest,
     SessionId,
+    SystemMessages,
     TopK,
     UserId,
+    WithProfile,
 )
 
 # The errors every route may answer: a bad parameter or body, no identity or not this caller's data (jwt mode), a
@@ -139,6 +144,11 @@ def get_context(
     keep_first: Annotated[bool, Query()] = False,
     start_with_user: Annotated[bool, Query()] = False,
     include_summary: Annotated[bool, Query()] = True,
+    system: SystemMessages = None,
+    memories: MemoryCount = None,
+    memory_query: MemoryQuery = None,
+    memory_min_score: MemoryMinScore = None,
+    profile: WithProfile = False,
 ) -> None: ...
 
 
@@ -241,7 +251,8 @@ ROUTES: tuple[Route, ...] = (
         _SESSION + "/context",
         "GetContextFunction",
         get_context,
-        "The messages to send a model next, within budgets",
+        "The messages to send a model next, within budgets; with base system messages, recalled memories and the "
+        "user's profile when asked",
         {200: out.ContextResponse},
         errors=(404,),
     ),
