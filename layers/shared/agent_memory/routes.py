@@ -26,6 +26,7 @@ from .requests import (
     AppName,
     Budget,
     ContextFormat,
+    ContextRequest,
     CreateSessionRequest,
     EventPageLimit,
     IfMatch,
@@ -152,6 +153,14 @@ def get_context(
 ) -> None: ...
 
 
+def post_context(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    body: Annotated[ContextRequest | None, Body()] = None,
+) -> None: ...
+
+
 def compact_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> None: ...
 
 
@@ -255,6 +264,16 @@ ROUTES: tuple[Route, ...] = (
         "user's profile when asked",
         {200: out.ContextResponse},
         errors=(404,),
+    ),
+    Route(
+        "POST",
+        _SESSION + "/context",
+        "GetContextFunction",
+        post_context,
+        "The context, its parameters in a JSON body (for base system prompts too long for a URL); reads only",
+        {200: out.ContextResponse},
+        errors=(404,),
+        writes=False,
     ),
     Route(
         "POST",
