@@ -53,3 +53,13 @@ class Summarizer(Protocol):
 class SummarizerError(ModelFailure):
     """A summarizer could not produce a summary (timeout, throttle, bad response): the session is left as it
     was and compaction is tried again later; on demand, the request answers 504, 503 or 502 (``ModelFailure``)."""
+
+
+class FactExtractor(Protocol):
+    """Extract the stable facts about the user that each text states (``policy/profile.py``): one list of
+    ``{"category", "text"}`` per text, in order. Never raises for a model's failure: an extractor backed by a
+    model falls back to the offline patterns and logs it (a save must not fail for its profile)."""
+
+    name: str
+
+    def extract(self, texts: list[str]) -> list[list[dict[str, str]]]: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -18,7 +19,10 @@ from ..models import Event
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
+from ..policy.profile import Source, aggregate
 from ..policy.quotas import NO_QUOTAS, Quotas
+from ..providers.facts import ExtractiveFactExtractor
+from ..providers.ports import FactExtractor
 from ..requests import MAX_TOP_K, MemoryText
 from ..stores.ports import (
     TEXT_PREFIX,
@@ -87,6 +91,18 @@ def _date_text(ts: float) -> str:
     return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
 
 
+@functools.lru_cache(maxsize=4096)
+def _offline_facts_cached(text: str) -> tuple[tuple[str, str], ...]:
+    (facts,) = ExtractiveFactExtractor().extract([text])
+    return tuple((f["category"], f["text"]) for f in facts)
+
+
+def _offline_facts(text: str) -> list[dict[str, str]]:
+    """The offline extractor's facts of ``text``, cached per process: a warm function reading the profile of a
+    user whose records predate stored facts extracts each text once."""
+    return [{"category": c, "text": t} for c, t in _offline_facts_cached(text)]
+
+
 def memory_entry(record: MemoryRecord, score: float) -> dict[str, Any]:
     """An ADK MemoryEntry plus its score."""
     return {
@@ -109,8 +125,10 @@ class MemoryService:
         default_policy: str | dict[str, Any] = "default",
         clock: Callable[[], float] = time.time,
         quotas: Quotas = NO_QUOTAS,
+        facts: FactExtractor | None = None,
     ) -> None:
         self._quotas = quotas
+        self._facts: FactExtractor = facts or ExtractiveFactExtractor()
         self._sessions = sessions
         self._memories = memories
         self._claims = claims
@@ -283,6 +301,7 @@ class MemoryService:
         try:
             if sources and any(sources.values()):
                 fresh = self._context_of_stored_turns(app_name, user_id, fresh, sources)
+            fresh = self._with_facts(fresh)
             added = self._memories.add(app_name, user_id, fresh)
         except NotStored as failed:
             try:  # none landed: give the claims back so that a retry stores them at once
@@ -295,6 +314,21 @@ class MemoryService:
             raise
         self._claims.commit(app_name, user_id, list(claimed))
         return len(added)
+
+    def _with_facts(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
+        """``records`` with the facts about the user their texts state (the user's own words only: what an
+        assistant or a tool said is not the user's profile). Never fails the save: when extraction fails the
+        records are stored without facts (None), and the profile extracts them on read."""
+        spoken = [r for r in records if r.role == "user" and r.text]
+        try:
+            extracted = self._facts.extract([r.text for r in spoken]) if spoken else []
+            if len(extracted) != len(spoken):
+                raise ValueError(f"{len(extracted)} fact lists for {len(spoken)} texts")
+        except Exception as exc:
+            logger.warning("facts not extracted at save; the profile reads them later", extra={"error": repr(exc)})
+            return records
+        found = {r.id: facts for r, facts in zip(spoken, extracted, strict=True)}
+        return [MemoryRecord(**{**r.to_json(), "facts": found.get(r.id, [])}) for r in records]
 
     def _settle_failed_store(self, app_name: str, user_id: str, claimed: dict[str, MemoryRecord]) -> None:
         """After a failed store: commit the claims of records that landed anyway (a lost answer), give back the
@@ -336,6 +370,25 @@ class MemoryService:
             return {"memories": []}
         hits = self._search(view.index, query, top_k, min_score)
         return {"memories": [memory_entry(view.records[i], s) for i, s in hits if i in view.records][:top_k]}
+
+    def profile(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """What is known about the user: the facts of their current memory records, aggregated
+        (``policy/profile.py``), each with the ids of the memories it came from; a forgotten memory's facts are
+        gone at once. Reads the same (cached) view a search reads."""
+        validate_identifier(app_name, "app_name")
+        validate_identifier(user_id, "user_id")
+        records = self._memories.view(app_name, user_id).records
+        sources = [Source(r.id, r.timestamp, self._facts_of(r)) for r in records.values()]
+        facts = [{**fact, "updated_at": _iso(fact["updated_at"])} for fact in aggregate(sources)]
+        return {"app_name": app_name, "user_id": user_id, "facts": facts, "memory_count": len(records)}
+
+    def _facts_of(self, record: MemoryRecord) -> list[dict[str, str]]:
+        """The record's stored facts; for a record saved before facts were stored, the offline extractor's."""
+        if record.facts is not None:
+            return record.facts
+        if record.role != "user" or not record.text:
+            return []
+        return _offline_facts(record.text)
 
     def forget(self, app_name: str, user_id: str, memory_id: str) -> None:
         validate_identifier(app_name, "app_name")

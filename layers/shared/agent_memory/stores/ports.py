@@ -265,9 +265,15 @@ class MemoryRecord:
     event_id: str | None = None
     custom_metadata: dict[str, Any] | None = None
     context: str = ""  # indexed with the text (contextual retrieval), never returned
+    # The facts about the user the text states ({"category", "text"} each; policy/profile.py), extracted when it
+    # was saved; None on records saved before facts existed (the profile extracts those on read).
+    facts: list[dict[str, str]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
+        data = {k: v for k, v in self.__dict__.items()}
+        if data["facts"] is None:  # records without facts keep the stored form they had before the field existed
+            del data["facts"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
