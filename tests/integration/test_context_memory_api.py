@@ -11,6 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from agent_memory.policy.context import MEMORIES_PREFIX
+from agent_memory.policy.profile import PROFILE_HEADER
 from tests.conftest import RequestCounter
 from tests.integration.conftest import Api
 
@@ -192,3 +193,18 @@ def test_a_context_without_memories_reads_no_memory(api: Api, remembered: Any, c
 def test_unknown_session_is_404_even_with_memories(api: Api) -> None:
     reply = api.request("GET", CTX.format(sid="nope") + "?memories=3")
     assert reply.status == 404 and reply.error["field"] == "session_id"
+
+
+def test_the_profile_is_a_system_message_and_a_forgotten_fact_leaves_it(api: Api, remembered: Any) -> None:
+    body = get_context(api, "now", "system=Be+brief.&profile=true&memories=1&format=full")
+    base, profile, memories, question = body["messages"]
+    assert base["content"] == "Be brief." and question["role"] == "user"
+    assert profile["metadata"]["kind"] == "profile" and body["profile"] is True
+    assert profile["content"].startswith(PROFILE_HEADER + "\n")
+    assert "- Allergic to peanuts" in profile["content"] and "- Sister: Rita" in profile["content"]
+    assert memories["metadata"]["kind"] == "memories"
+    (peanuts,) = [i for i in profile["metadata"]["memory_ids"] if i == body["memories"][0]["id"]]
+    assert api.request("DELETE", f"/apps/app/users/alice/memories/{peanuts}").status == 204
+    after = post_context(api, "now", {"profile": True, "format": "adk"})
+    text = after["messages"][0]["parts"][0]["text"]
+    assert "Sister: Rita" in text and "peanut" not in text.lower()

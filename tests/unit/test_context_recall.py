@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from agent_memory.errors import InvalidInput, UnprocessableInput
 from agent_memory.policy.context import (
     MEMORIES_PREFIX,
-    PROFILE_PREFIX,
     SUMMARY_PREFIX,
     ContextOptions,
     ProfileFacts,
@@ -24,6 +23,7 @@ from agent_memory.policy.context import (
     latest_user_text,
     memories_text,
 )
+from agent_memory.policy.profile import PROFILE_HEADER
 from tests.unit.test_context_window import (
     assert_tool_pairs_whole,
     call,
@@ -34,6 +34,7 @@ from tests.unit.test_context_window import (
     user,
 )
 
+PROFILE_PREFIX = PROFILE_HEADER + "\n"
 FACTS = ["Name: Ana", "Allergic to peanuts", "Lives in Porto", "Works as a nurse"]
 
 

@@ -11,6 +11,7 @@ from agent_memory.composition import Services
 from agent_memory.config import Settings
 from agent_memory.models import Event
 from agent_memory.policy.context import MEMORIES_PREFIX, ContextOptions
+from agent_memory.policy.profile import PROFILE_HEADER
 from agent_memory.requests import MemoryText
 from agent_memory.service.context import ContextService
 from agent_memory.stores.inmemory import InMemorySessionStore
@@ -109,3 +110,34 @@ def test_memories_of_another_user_are_never_recalled(wired: Services) -> None:
     wired.memories.add_texts(app_name="a", user_id="other", memories=[MemoryText(text="I am allergic to peanuts")])
     converse(wired, "s", "are peanuts ok for me?")
     assert context(wired, memories=5, memory_min_score=0)["memories"] == []
+
+
+def test_the_profile_comes_after_the_base_prompt_and_before_the_memories(wired: Services) -> None:
+    remember(wired, "My name is Ana", "I am allergic to peanuts")
+    converse(wired, "s", "which snacks with peanuts are safe?")
+    result = context(wired, system=("base",), memories=1, profile=True, format="full")
+    base, profile, memories, question = result["messages"]
+    assert base["content"] == "base"
+    assert profile["content"] == PROFILE_HEADER + "\n- Name: Ana\n- Allergic to peanuts"
+    assert profile["metadata"]["kind"] == "profile" and len(profile["metadata"]["memory_ids"]) == 2
+    assert memories["metadata"]["kind"] == "memories" and question["role"] == "user"
+    assert result["profile"] is True
+
+
+def test_profile_facts_are_trimmed_least_important_first(wired: Services) -> None:
+    remember(wired, "My name is Ana", "I am allergic to peanuts")
+    converse(wired, "s", "hello")
+    whole = len(PROFILE_HEADER + "\n- Name: Ana\n- Allergic to peanuts") + len("hello")
+    assert context(wired, profile=True, max_chars=whole)["profile"] is True
+    first = context(wired, profile=True, max_chars=whole - 1)["messages"][0]
+    assert first["content"] == PROFILE_HEADER + "\n- Name: Ana"
+
+
+def test_a_forgotten_fact_leaves_the_profile_and_no_profile_is_no_message(wired: Services) -> None:
+    remember(wired, "I am allergic to peanuts")
+    converse(wired, "s", "hello")
+    assert context(wired, profile=True)["messages"][0]["content"] == PROFILE_HEADER + "\n- Allergic to peanuts"
+    (memory_id,) = wired.memory_store.view("a", "u").records
+    wired.memories.forget("a", "u", memory_id)
+    result = context(wired, profile=True)
+    assert result["messages"] == [{"role": "user", "content": "hello"}] and result["profile"] is False

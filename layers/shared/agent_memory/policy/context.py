@@ -30,7 +30,6 @@ from .messages import Message, compaction_range, event_messages, is_compaction, 
 FORMATS = ("openai", "full", "adk")
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 MEMORIES_PREFIX = "Relevant memories of earlier conversations:\n"
-PROFILE_PREFIX = "What is known about the user:\n"
 MAX_SYSTEM_MESSAGES = 20
 MAX_SYSTEM_CHARS = 200_000  # all base system messages together
 MAX_CONTEXT_MEMORIES = 50

@@ -9,9 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..bounds import MAX_QUERY_CHARS
 from ..errors import SessionNotFound
-from ..policy.context import ContextOptions, Recall, RecalledMemory, build_context, iso_date, latest_user_text
+from ..policy.context import (
+    ContextOptions,
+    ProfileFacts,
+    Recall,
+    RecalledMemory,
+    build_context,
+    iso_date,
+    latest_user_text,
+)
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import compaction_range, event_messages, is_compaction, summary_text
+from ..policy.profile import profile_text
 from ..stores.ports import EventQuery, SessionKey, SessionStore
 
 if TYPE_CHECKING:
@@ -70,7 +79,22 @@ class ContextService:
                 min_score=options.memory_min_score,
             )
             hits = tuple(_recalled(entry) for entry in found["memories"])
-        return Recall(memories=hits)
+        profile = _profile_facts(memory.profile(key.app_name, key.user_id)) if options.profile else None
+        return Recall(memories=hits, profile=profile)
+
+
+def _profile_facts(profile: dict[str, Any]) -> ProfileFacts | None:
+    """The profile as the context trims it: its first ``n`` facts rendered by ``profile_text`` (the most important
+    first), with the memory ids of each. None when nothing is known."""
+    facts = [f for f in profile.get("facts") or [] if isinstance(f, dict) and f.get("text")]
+    if not facts:
+        return None
+    shown = {**profile, "facts": facts}
+    return ProfileFacts(
+        count=len(facts),
+        render=lambda n: profile_text(shown, max_facts=n),
+        memory_ids=tuple(tuple(str(i) for i in f.get("memory_ids") or []) for f in facts),
+    )
 
 
 def _recalled(entry: dict[str, Any]) -> RecalledMemory:
