@@ -12,6 +12,8 @@ import pytest
 
 from agent_memory.policy.context import MEMORIES_PREFIX
 from agent_memory.policy.profile import PROFILE_HEADER
+from local.apigw import http_api_event
+from local.template import load_template, routes
 from tests.conftest import RequestCounter
 from tests.integration.conftest import Api
 
@@ -208,3 +210,14 @@ def test_the_profile_is_a_system_message_and_a_forgotten_fact_leaves_it(api: Api
     after = post_context(api, "now", {"profile": True, "format": "adk"})
     text = after["messages"][0]["parts"][0]["text"]
     assert "Sister: Rita" in text and "peanut" not in text.lower()
+
+
+def test_the_local_api_gives_repeated_parameters_as_api_gateway_does() -> None:
+    """rawQueryString as sent; queryStringParameters decoded, a repeated name's values joined by commas."""
+    (route,) = [r for r in routes(load_template()) if r.function == "GetContextFunction" and r.method == "GET"]
+    path = "/apps/app/users/alice/sessions/s1/context"
+    raw = "system=a%2Cb&system=c%20d&memories=2"
+    event = http_api_event(route, path, route.match("GET", path) or {}, raw_query=raw)
+    assert event["rawQueryString"] == raw
+    assert event["queryStringParameters"] == {"system": "a,b,c d", "memories": "2"}
+    assert "queryStringParameters" not in http_api_event(route, path, {}, raw_query="")
