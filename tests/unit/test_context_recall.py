@@ -190,6 +190,18 @@ def test_a_conversation_over_budget_leaves_no_room_for_memories_or_profile() -> 
     assert result["memories"] == [] and result["profile"] is False and result["dropped_events"] == 7
 
 
+def test_a_conversation_that_fits_is_emitted_whole_whatever_keep_first_takes() -> None:
+    """keep_first would spend the budget on a leading reply that start_with_user then drops (found by hypothesis)."""
+    events = [model(1, "a"), user(2, "b"), model(3, "c")]
+    recall = Recall(memories=(hit(1, 0.5),))
+    result = ctx(events, None, recall, max_messages=3, keep_first=True, start_with_user=True)
+    assert [m["content"] for m in result["messages"]][1:] == ["b", "c"] and len(result["memories"]) == 1
+    assert [m["content"] for m in ctx(events, max_messages=2, keep_first=True, start_with_user=True)["messages"]] == [
+        "b",
+        "c",
+    ]
+
+
 def test_the_summary_counts_as_conversation() -> None:
     summary = summary_event(9, "S" * 40)
     events = [summary, user(10, "hi")]

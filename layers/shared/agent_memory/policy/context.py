@@ -270,6 +270,38 @@ def _fit_recall(
     return [], [], 0
 
 
+def _trimmed(
+    units: list[list[Message]], candidate: Message | None, budget: _Budget, options: ContextOptions
+) -> tuple[Message | None, list[list[Message]]]:
+    """The summary (tail-cut when it alone is over budget) and the newest contiguous units that fit after it."""
+    summary_message: Message | None = None
+    if candidate is not None:
+        summary_message = candidate if budget.fits([candidate]) else budget.tail_cut(candidate)
+        if summary_message is not None:
+            budget.take([summary_message])
+
+    first: list[Message] = []
+    rest = units
+    if options.keep_first and units and budget.fits(units[0]):
+        first = units[0]
+        budget.take(first)
+        rest = units[1:]
+    chosen: list[list[Message]] = []
+    for unit in reversed(rest):
+        if not budget.fits(unit):
+            if not chosen and len(unit) == 1 and (cut := budget.tail_cut(unit[0])) is not None:
+                budget.take([cut])
+                chosen.append([cut])
+            break
+        budget.take(unit)
+        chosen.append(unit)
+    selected = ([first] if first else []) + list(reversed(chosen))
+    if options.start_with_user:
+        while selected and selected[0][0].role != "user":
+            selected.pop(0)
+    return summary_message, selected
+
+
 def build_context(
     events: list[dict[str, Any]],
     summary_event: dict[str, Any] | None,
@@ -318,31 +350,12 @@ def build_context(
     extras, hits, _facts = _fit_recall(recall, budget, whole)
     budget.take(extras)
 
-    summary_message: Message | None = None
-    if candidate is not None:
-        summary_message = candidate if budget.fits([candidate]) else budget.tail_cut(candidate)
-        if summary_message is not None:
-            budget.take([summary_message])
-
-    first: list[Message] = []
-    rest = units
-    if options.keep_first and units and budget.fits(units[0]):
-        first = units[0]
-        budget.take(first)
-        rest = units[1:]
-    chosen: list[list[Message]] = []
-    for unit in reversed(rest):
-        if not budget.fits(unit):
-            if not chosen and len(unit) == 1 and (cut := budget.tail_cut(unit[0])) is not None:
-                budget.take([cut])
-                chosen.append([cut])
-            break
-        budget.take(unit)
-        chosen.append(unit)
-    selected = ([first] if first else []) + list(reversed(chosen))
-    if options.start_with_user:
-        while selected and selected[0][0].role != "user":
-            selected.pop(0)
+    if budget.fits(whole):
+        # All of it fits (beside the memories and profile it left room for): emitted as without a budget.
+        budget.take(whole)
+        summary_message, selected = candidate, whole_units
+    else:
+        summary_message, selected = _trimmed(units, candidate, budget, options)
 
     conversation = [summary_message] if summary_message else []
     conversation += [m for unit in selected for m in unit]
