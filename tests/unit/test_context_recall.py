@@ -319,6 +319,7 @@ budgets = st.fixed_dictionaries(
     budget=budgets,
     keep_first=st.booleans(),
     start_with_user=st.booleans(),
+    summary_chars=st.one_of(st.none(), st.integers(min_value=1, max_value=300)),
 )
 def test_budgets_pairs_and_order_hold(
     events: list[dict[str, Any]],
@@ -327,10 +328,14 @@ def test_budgets_pairs_and_order_hold(
     budget: dict[str, int],
     keep_first: bool,
     start_with_user: bool,
+    summary_chars: int | None,
 ) -> None:
     options = {"system": tuple(system), "keep_first": keep_first, "start_with_user": start_with_user, **budget}
+    summary = None if summary_chars is None else summary_event(0, "S" * summary_chars)
+    if summary is not None:
+        events = [summary, *events]
     try:
-        result = ctx(events, None, recall, format="full", **options)
+        result = ctx(events, summary, recall, format="full", **options)
     except UnprocessableInput as exc:
         # Refused only when the base messages alone are over a budget.
         assert exc.field == "system"
@@ -357,13 +362,15 @@ def test_budgets_pairs_and_order_hold(
     assert rest[: len(recall_kinds)] == recall_kinds
     assert recall_kinds in ([], ["profile"], ["memories"], ["profile", "memories"])
     conversation = messages[len(system) + len(recall_kinds) :]
-    seqs = [m["timestamp"] for m in conversation]
+    summaries = [i for i, m in enumerate(conversation) if m["role"] == "system"]
+    assert summaries in ([], [0])  # the summary (maybe tail-cut), first
+    seqs = [m["timestamp"] for m in conversation[len(summaries) :]]
     assert seqs == sorted(seqs)
     # Memories give way first: the best hits are the ones kept, and none is kept when the conversation lost any.
     kept_scores = [m["score"] for m in result["memories"]]
     all_scores = sorted((h.score for h in recall.memories), reverse=True)
     assert kept_scores == all_scores[: len(kept_scores)]
-    unbounded = ctx(events, None, None, format="full", keep_first=keep_first, start_with_user=start_with_user)
+    unbounded = ctx(events, summary, None, format="full", keep_first=keep_first, start_with_user=start_with_user)
     if conversation != unbounded["messages"]:
         assert result["memories"] == [] and result["profile"] is False
     if result["memories"] and recall.profile is not None:
