@@ -72,6 +72,9 @@ def test_memories_saved_in_one_session_appear_in_another_with_their_dates(api: A
     assert posted["messages"] == body["messages"]
     sister = post_context(api, "now", {"memories": 1, "memory_query": "where does Rita live"})
     assert sister["messages"][0]["content"] == MEMORIES_PREFIX + "- [2023-05-08] My sister Rita lives in Porto"
+    # A query holding commas, as a query parameter: one value, not split.
+    by_get = get_context(api, "now", "memories=1&memory_query=" + quote("Rita, my sister, where does she live"))
+    assert by_get["messages"][0] == sister["messages"][0]
 
 
 def test_a_forgotten_memory_no_longer_appears(api: Api, remembered: Any) -> None:
