@@ -1,5 +1,7 @@
 """GET or POST /apps/{app_name}/users/{user_id}/memories/search: hybrid search of the user's memories.
 
+GET /apps/{app_name}/users/{user_id}/profile: the user's profile, aggregated from the same memory view.
+
 Also GET /openapi.json: the API's OpenAPI document, generated from the route table on the first request (any
 function could serve it; this one is read-only and already loads the request models).
 """
@@ -37,6 +39,11 @@ def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchReques
         app_name=app_name, user_id=user_id, query=body.query, top_k=body.top_k, min_score=body.min_score
     )
     return json_response(200, result)
+
+
+@app.get("/apps/<app_name>/users/<user_id>/profile")
+def get_profile(app_name: AppName, user_id: UserId) -> Response[str]:
+    return json_response(200, services().memories.profile(app_name, user_id))
 
 
 @app.get("/openapi.json")

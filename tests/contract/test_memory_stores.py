@@ -399,3 +399,46 @@ def test_a_failing_embedder_stores_nothing(tmp_path: Path) -> None:
         store.add("app", "alice", [record(1)])
     assert isinstance(failed.value.cause, RuntimeError)
     assert sqlite_store(tmp_path / "memory.db").view("app", "alice").records == {}
+
+
+# --- facts (the user profile) ---------------------------------------------------------------------------------
+
+FACTS = [{"category": "allergy", "text": "Allergic to cats"}, {"category": "place", "text": "Lives in Porto"}]
+
+
+def with_facts(i: int, text: str, facts: list[dict[str, str]] | None, context: str = "") -> MemoryRecord:
+    return MemoryRecord(id=f"m{i}", text=text, author="user", timestamp=1.0 + i, facts=facts, context=context)
+
+
+def test_a_records_facts_are_kept_through_merges_and_rewrites(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [with_facts(0, "I am allergic to cats and live in Porto", FACTS)])
+    memories.add("app", "alice", [with_facts(1, "hello", [])])
+    memories.add("app", "alice", [with_facts(2, "saved before facts existed", None)])
+    # m3's context quotes m1: forgetting m1 rewrites m3 (its context scrubbed); its facts must survive that.
+    memories.add("app", "alice", [with_facts(3, "I live in Porto", FACTS[1:], context="user: hello")])
+    for i in range(4, 14):  # enough segments for the S3 store to merge on the way
+        memories.add("app", "alice", [with_facts(i, f"fact {i}", [{"category": "other", "text": f"fact {i}"}])])
+    memories.forget("app", "alice", ["m1"])
+    records = memories.view("app", "alice").records
+    assert records["m0"].facts == FACTS and records["m2"].facts is None
+    assert records["m3"].facts == FACTS[1:]
+    assert records["m13"].facts == [{"category": "other", "text": "fact 13"}]
+
+
+def test_the_s3_and_sqlite_stores_keep_facts_on_storage(aws: dict[str, Any], tmp_path: Path) -> None:
+    first = sqlite_store(tmp_path / "memory.db")
+    first.add("app", "alice", [with_facts(1, "I am allergic to cats", FACTS[:1]), with_facts(2, "old", None)])
+    first.close()
+    again = sqlite_store(tmp_path / "memory.db")
+    try:
+        stored = again.view("app", "alice").records
+    finally:
+        again.close()
+    assert stored["m1"].facts == FACTS[:1] and stored["m2"].facts is None
+
+    def s3_store() -> S3MemoryStore:
+        return S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+
+    s3_store().add("app", "alice", [with_facts(1, "I am allergic to cats", FACTS[:1]), with_facts(2, "old", None)])
+    stored = s3_store().view("app", "alice").records  # a new store: no cached view
+    assert stored["m1"].facts == FACTS[:1] and stored["m2"].facts is None

@@ -46,6 +46,7 @@ PER_ROUTE = {
     "GET /apps/{app_name}/users/{user_id}/memories/search": 150,
     "DELETE /apps/{app_name}/users/{user_id}/memories/{memory_id}": 60,
     "DELETE /apps/{app_name}/users/{user_id}/memories": 30,
+    "GET /apps/{app_name}/users/{user_id}/profile": 60,
     "GET /openapi.json": 20,
 }
 SENDERS = 4

@@ -35,6 +35,7 @@ EXPECTED_ROUTES = {
     ("GET", "/apps/{app_name}/users/{user_id}/memories/search"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/memories/{memory_id}"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/memories"),
+    ("GET", "/apps/{app_name}/users/{user_id}/profile"),
     ("GET", "/openapi.json"),
 }
 READ_ONLY_FUNCTIONS = ("GetSessionFunction", "ListSessionsFunction", "GetContextFunction", "SearchMemoriesFunction")

@@ -19,7 +19,13 @@ from tests.infra.cfn import ACCOUNT, REGION, Stack
 
 TEMPLATE = load_template()
 FUNCTIONS = sorted(k for k, r in TEMPLATE["Resources"].items() if r["Type"] == "AWS::Serverless::Function")
-SUMMARIZER_KEY_READERS = ("CompactSessionFunction", "CompactScheduledFunction")
+# Compaction summarises; the memory saves extract the profile's facts with the same model.
+SUMMARIZER_KEY_READERS = (
+    "CompactSessionFunction",
+    "CompactScheduledFunction",
+    "SaveMemoriesFunction",
+    "AutoSaveFunction",
+)
 EMBEDDER_KEY_READERS = (
     "SaveMemoriesFunction",
     "SearchMemoriesFunction",
@@ -305,3 +311,17 @@ def test_readme_says_how_to_redrive_and_shows_a_caller_policy() -> None:
     assert "AutoSaveFailureQueueUrl" in readme
     assert '"execute-api:Invoke"' in readme
     assert "/*/*/apps/" in readme
+
+
+# --- the summarizer's model -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("summarizer", ["bedrock", "extractive", "openai"])
+def test_only_the_summarizers_users_may_invoke_a_bedrock_model_and_only_with_bedrock(summarizer: str) -> None:
+    # Compaction summarises; the memory saves extract the profile's facts; nothing else calls the summarizer.
+    stack = Stack(TEMPLATE, {"Summarizer": summarizer, "SummarizerModel": "m"})
+    invoking = {f for f in FUNCTIONS if granting(stack, f, "bedrock:InvokeModel")}
+    assert invoking == (set(SUMMARIZER_KEY_READERS) if summarizer == "bedrock" else set())
+    for function in FUNCTIONS:
+        env = stack.resource(function).get("Environment", {}).get("Variables", {})
+        assert (env.get("SUMMARIZER") == summarizer) == (function in SUMMARIZER_KEY_READERS), function

@@ -184,6 +184,7 @@ CALLS = (
     Call("GET", "/apps/{app}/users/{user}/memories/search", 200, query={"query": "tea"}),
     Call("DELETE", "/apps/{app}/users/{user}/memories/{memory_id}", 204),
     Call("DELETE", "/apps/{app}/users/{user}/memories", 204),
+    Call("GET", "/apps/{app}/users/{user}/profile", 200),
     Call("GET", "/openapi.json", 200),
 )
 BY_KEY = {call.key: call for call in CALLS}

@@ -55,6 +55,18 @@ def facts(text: str) -> list[tuple[str, str]]:
         ("I'm a software engineer", ("work", "Works as software engineer")),
         ("I've been working at Google for years", ("work", "Works at Google")),
         ("I'm studying psychology", ("work", "Studies psychology")),
+        ("Dancing makes me so happy", ("preference", "Likes dancing")),
+        ("Blue calms me, so I paint with it", ("preference", "Likes blue")),
+        ("Art gives me a sense of freedom", ("preference", "Likes art")),
+        ("And yup, I do- Oscar, my guinea pig.", ("person", "Guinea pig: Oscar")),
+        ("I took my kids to the park", ("person", "Has kids")),
+        ("My husband cooked tonight", ("person", "Has a husband")),
+        ("Yeah, I play the clarinet!", ("preference", "Plays clarinet")),
+        ("Just started doing aerial yoga, it's great", ("preference", "Does aerial yoga")),
+        ("Been busy volunteering at the animal shelter", ("other", "Volunteers at animal shelter")),
+        ("Running my own bakery is hard", ("work", "Runs own bakery")),
+        ("I lost my job at Acme Corp this month", ("work", "Job at Acme Corp")),
+        ('I loved "Becoming Nicole" by Amy Ellis Nutt', ("preference", "Loves Becoming Nicole")),
     ],
 )
 def test_the_offline_extractor_finds_each_kind_of_fact_in_many_phrasings(text: str, expected: tuple[str, str]) -> None:
@@ -76,6 +88,8 @@ def test_the_offline_extractor_finds_each_kind_of_fact_in_many_phrasings(text: s
         "I love it!",
         "She said she is allergic to cats",
         "Maybe I'm allergic to something",
+        "I went to an LGBTQ conference two days ago",
+        "Seeing my students improve makes me so happy",
         "",
     ],
 )
@@ -86,6 +100,10 @@ def test_the_offline_extractor_finds_nothing_in_questions_wishes_and_vague_state
 def test_a_negated_like_is_not_a_preference() -> None:
     assert ("preference", "Likes mushrooms") not in facts("I don't like mushrooms")
     assert facts("I don't like mushrooms") == [("dislike", "Dislikes mushrooms")]
+
+
+def test_playing_with_someone_is_no_hobby_but_says_who_they_are() -> None:
+    assert facts("I play with my kids") == [("person", "Has kids")]
 
 
 def test_several_facts_in_one_text_in_order_each_once() -> None:

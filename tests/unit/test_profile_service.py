@@ -165,3 +165,24 @@ def test_profile_validates_its_identifiers(memories: InMemoryMemoryStore) -> Non
 
     with pytest.raises(InvalidInput):
         service(memories).profile("app", "bad/user")
+
+
+def test_reading_old_records_extracts_each_text_once_per_process(
+    memories: InMemoryMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_memory.providers.facts as facts_module
+
+    calls: list[str] = []
+    real = facts_module.extract_facts
+
+    def counting(text: str) -> list[dict[str, str]]:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(facts_module, "extract_facts", counting)
+    text = "I'm allergic to kiwis (a text no other test reads)"
+    memories.add("app", "alice", [MemoryRecord(id="t-kiwi", text=text, author="user", timestamp=1.0)])
+    svc = service(memories)
+    for _ in range(3):
+        assert texts(svc.profile("app", "alice")) == ["Allergic to kiwis"]
+    assert calls == [text]

@@ -223,12 +223,14 @@ class Services:
         return self._once("context", lambda: ContextService(self.session_store, lambda: self.memories))
 
     @property
-    def compaction(self) -> CompactionService:
-        def build() -> CompactionService:
+    def summarizer(self) -> Any:
+        """The configured summarizer (``SUMMARIZER``): compaction's, and the profile's fact extractor's model."""
+
+        def build() -> Any:
             from .providers.summarizers import build_summarizer
 
             cfg = self.settings
-            summarizer = build_summarizer(
+            return build_summarizer(
                 cfg.summarizer,
                 model=cfg.summarizer_model,
                 endpoint=cfg.summarizer_endpoint,
@@ -237,7 +239,27 @@ class Services:
                 prompt_template=cfg.summarizer_prompt_template,
                 max_chars=cfg.summary_max_chars,
             )
-            return CompactionService(self.session_store, summarizer, compaction_settings(cfg))
+
+        return self._once("summarizer", build)
+
+    @property
+    def fact_extractor(self) -> Any:
+        """What extracts the user's facts from each memory saved (the profile): the offline patterns with the
+        extractive summarizer; the configured model (falling back to the patterns) with the others."""
+
+        def build() -> Any:
+            from .providers.facts import ExtractiveFactExtractor, ModelFactExtractor
+
+            if (self.settings.summarizer or "").strip().lower() == "extractive":
+                return ExtractiveFactExtractor()
+            return ModelFactExtractor(self.summarizer)
+
+        return self._once("fact_extractor", build)
+
+    @property
+    def compaction(self) -> CompactionService:
+        def build() -> CompactionService:
+            return CompactionService(self.session_store, self.summarizer, compaction_settings(self.settings))
 
         return self._once("compaction", build)
 
@@ -252,6 +274,7 @@ class Services:
                 lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,
+                facts=self.fact_extractor,
             )
 
         return self._once("memories", build)

@@ -8,7 +8,7 @@ documented shape, snake_case throughout; they accept unknown fields (``extra="al
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -138,3 +138,21 @@ class MemoryEntry(_Response):
 
 class SearchResponse(_Response):
     memories: list[MemoryEntry] = Field(description="best first; none scoring below `min_score`")
+
+
+class ProfileFact(_Response):
+    category: Literal["name", "preference", "dislike", "allergy", "diet", "place", "person", "work", "other"]
+    text: str = Field(description='the fact, without a subject ("Allergic to peanuts", "Lives in Porto")')
+    memory_ids: list[str] = Field(description="the memories that state it (forget them and the fact goes)")
+    updated_at: str = Field(description="ISO 8601, UTC: the newest of those memories")
+
+
+class Profile(_Response):
+    """What is known about the user, from their long-term memories."""
+
+    app_name: str
+    user_id: str
+    facts: list[ProfileFact] = Field(
+        description="name, allergies, diet, dislikes, preferences, people, places, work, other; newest first in each"
+    )
+    memory_count: int = Field(description="how many memories the profile was built from")

@@ -175,6 +175,9 @@ def search_get(
 def search_post(app_name: AppName, user_id: UserId, body: Annotated[SearchRequest, Body()]) -> None: ...
 
 
+def get_profile(app_name: AppName, user_id: UserId) -> None: ...
+
+
 def forget_one(app_name: AppName, user_id: UserId, memory_id: MemoryId) -> None: ...
 
 
@@ -311,6 +314,15 @@ ROUTES: tuple[Route, ...] = (
         search_get,
         "Search a user's memories (query parameters)",
         {200: out.SearchResponse},
+        tag="memories",
+    ),
+    Route(
+        "GET",
+        "/apps/{app_name}/users/{user_id}/profile",
+        "SearchMemoriesFunction",
+        get_profile,
+        "What is known about a user: the facts their memories state, with the memories each came from",
+        {200: out.Profile},
         tag="memories",
     ),
     Route(

@@ -7,7 +7,18 @@ answers in ``agent_memory_client.models``.
 from ._version import __version__
 from .client import AsyncClient, Client
 from .errors import AgentMemoryError
-from .models import AppendResult, CompactResult, Context, Event, MemoryEntry, SaveResult, Session, SessionPage
+from .models import (
+    AppendResult,
+    CompactResult,
+    Context,
+    Event,
+    MemoryEntry,
+    Profile,
+    ProfileFact,
+    SaveResult,
+    Session,
+    SessionPage,
+)
 
 __all__ = [
     "AgentMemoryError",
@@ -18,6 +29,8 @@ __all__ = [
     "Context",
     "Event",
     "MemoryEntry",
+    "Profile",
+    "ProfileFact",
     "SaveResult",
     "Session",
     "SessionPage",

@@ -48,7 +48,7 @@ from .errors import (
     TransportError,
     error_from_response,
 )
-from .models import AppendResult, CompactResult, Context, MemoryEntry, SaveResult, Session, SessionPage
+from .models import AppendResult, CompactResult, Context, MemoryEntry, Profile, SaveResult, Session, SessionPage
 
 T = TypeVar("T")
 
@@ -480,3 +480,7 @@ class Core:
 
     def forget_memories(self, app_name: str, user_id: str) -> Flow[None]:
         yield from self.exchange(Call("DELETE", path("apps", app_name, "users", user_id, "memories")))
+
+    def get_profile(self, app_name: str, user_id: str) -> Flow[Profile]:
+        response = yield from self.exchange(Call("GET", path("apps", app_name, "users", user_id, "profile")))
+        return Profile.model_validate(self.json(response))

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ._core import Core, Flow, Reply, Send
 from .auth import AuthMode, resolve_auth
-from .models import AppendResult, CompactResult, Context, MemoryEntry, SaveResult, Session, SessionPage
+from .models import AppendResult, CompactResult, Context, MemoryEntry, Profile, SaveResult, Session, SessionPage
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -288,6 +288,11 @@ class Client(_Base):
         """Forget every memory of this user in this app."""
         self._run(self._core.forget_memories(app_name, user_id))
 
+    def get_profile(self, app_name: str, user_id: str) -> Profile:
+        """What is known about the user (name, preferences, allergies, places, people …), from their memories,
+        each fact with the ids of the memories it came from; a forgotten memory's facts are gone."""
+        return self._run(self._core.get_profile(app_name, user_id))
+
 
 class AsyncClient(_Base):
     """The asynchronous client: ``Client``'s constructor (``transport`` an async one) and methods, as coroutines
@@ -487,3 +492,7 @@ class AsyncClient(_Base):
     async def forget_memories(self, app_name: str, user_id: str) -> None:
         """See ``Client.forget_memories``."""
         await self._run(self._core.forget_memories(app_name, user_id))
+
+    async def get_profile(self, app_name: str, user_id: str) -> Profile:
+        """See ``Client.get_profile``."""
+        return await self._run(self._core.get_profile(app_name, user_id))

@@ -22,6 +22,8 @@ __all__ = [
     "FunctionResponse",
     "MemoryEntry",
     "Part",
+    "Profile",
+    "ProfileFact",
     "RecalledMemory",
     "SaveResult",
     "Session",
@@ -179,6 +181,29 @@ class MemoryEntry(_Model):
     def text(self) -> str:
         """The memory's text."""
         return self.content.text
+
+
+class ProfileFact(_Model):
+    """One fact of a user's profile: its ``category`` (``name``, ``preference``, ``dislike``, ``allergy``,
+    ``diet``, ``place``, ``person``, ``work``, ``other``), its ``text``, and the memories that state it."""
+
+    category: str
+    text: str
+    memory_ids: list[str] = Field(default_factory=list)
+    updated_at: str | None = None
+
+
+class Profile(_Model):
+    """What is known about a user, from their long-term memories (most important facts first)."""
+
+    app_name: str
+    user_id: str
+    facts: list[ProfileFact] = Field(default_factory=list)
+    memory_count: int = 0
+
+    def by_category(self, category: str) -> list[ProfileFact]:
+        """The facts of one category, in the profile's order."""
+        return [f for f in self.facts if f.category == category]
 
 
 class SaveResult(_Model):

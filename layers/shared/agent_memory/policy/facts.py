@@ -27,7 +27,8 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _OBJECT_END = re.compile(
     r"[.,;:!?()\"\[\]]|\s[-–—]\s|\b(?:but|because|since|so|though|although|when|while|which|who|whereas|"
     r"and (?:i|i'm|i've|it|it's|that|we|they|he|she|my|now|then|also)|especially|lately|these days|nowadays|"
-    r"right now|at the moment|anymore|any more|for (?:years|ages|a while|a long time)|if)\b",
+    r"right now|at the moment|anymore|any more|for (?:years|ages|a while|a long time)|if|yesterday|today|tonight|"
+    r"tomorrow|ago|recently|(?:this|last|next) (?:week|weekend|month|year|morning|night|summer|winter|spring|fall))\b",
     _I,
 )
 _TRAILING = re.compile(r"(?:\s+(?:too|as well|also|a lot|so much|very much|a bunch|really|now|though|either))+$", _I)
@@ -85,13 +86,38 @@ _DIET = [
 ]
 _LIKE_VERBS = {
     "love": "Loves",
-    "loves": "Loves",
+    "loved": "Loves",
     "adore": "Loves",
     "like": "Likes",
     "enjoy": "Enjoys",
     "prefer": "Prefers",
 }
-_LIKE = re.compile(rf"\bi\s+{_ADVERBS}(?P<v>love|adore|like|enjoy|prefer)\s+(?P<o>.+)", _I)
+_LIKE = re.compile(rf"\bi\s+{_ADVERBS}(?P<v>love|loved|adore|like|enjoy|prefer)\s+(?P<o>.+)", _I)
+# What the user says makes them happy: "Dancing makes me so happy", "Blue calms me", "Art gives me a sense of …".
+_JOY = re.compile(
+    r"^(?:and |but |also |plus |honestly )?(?P<o>[A-Za-z][\w -]{1,30}?) (?:really |always |just |truly )?"
+    r"(?:makes? me (?:so |really |very )?happy|brings? me (?:so much |such |a lot of |great )?joy|calms? me|"
+    r"relaxes me|gives? me (?:a sense of \w+|joy|peace|happiness|energy))",
+    _I,
+)
+_OTHERS = re.compile(r"\b(?:my|your|his|her|their|our|it|that|this|they|you|he|she|we|seeing|being|having)\b", _I)
+_HOBBIES = [
+    (re.compile(r"\bi (?:also |still |sometimes |often )?play (?:the )?(?P<o>[a-z][\w -]+)", _I), "Plays"),
+    (
+        re.compile(
+            r"\b(?:i |just |recently )*(?:started|began|took up) "
+            r"(?:doing|learning|taking|practicing|practising|playing) (?P<o>.+)",
+            _I,
+        ),
+        "Does",
+    ),
+    (
+        re.compile(r"(?:^|\bi (?:also )?|\bbeen (?:busy )?)volunteer(?:s|ing|ed)? (?:at|for|with) (?P<o>.+)", _I),
+        "Volunteers at",
+    ),
+    (re.compile(r"\b(?:i |just |recently )*started helping(?: out)? (?:at|with|for) (?P<o>.+)", _I), "Helps with"),
+]
+_NOT_HOBBY = re.compile(r"^(?:with|at|in|on|for|around|along|a bit|a lot|it|games? with)\b", _I)
 _FAN = re.compile(
     rf"\bi(?:'m| am)\s+{_ADVERBS}(?:a\s+)?(?:big |huge |great |real |massive )?"
     r"(?:fan of|into|passionate about|obsessed with|crazy about|keen on|fond of)\s+(?P<o>.+)",
@@ -133,7 +159,8 @@ _RELATIONS = (
     r"wife|husband|partner|spouse|fianc[eé]e?|boyfriend|girlfriend|sister|brother|mom|mother|mum|dad|father|son|"
     r"daughter|grandma|grandmother|grandpa|grandfather|aunt|uncle|cousin|niece|nephew|friend|best friend|"
     r"roommate|boss|colleague|coworker|co-worker|neighbou?r|mentor|kid|child|baby|dog|cat|puppy|kitten|pet|"
-    r"step(?:mom|mother|dad|father|son|daughter|sister|brother)"
+    r"step(?:mom|mother|dad|father|son|daughter|sister|brother)|guinea pig|hamster|rabbit|bunny|bird|parrot|fish|"
+    r"turtle|horse|snake|lizard"
 )
 _PERSON = [
     re.compile(
@@ -148,12 +175,19 @@ _PERSON = [
     re.compile(
         rf"\b(?i:i(?:'m| am) (?:married to|engaged to|dating|seeing))\s+(?P<o>{_NAME_WORD})\b()(?P<r>)",
     ),
+    re.compile(rf"\b(?P<o>{_NAME_WORD}), (?i:my (?:(?:little|new|old|sweet)\s+)?(?P<r>{_RELATIONS}))\b"),
     re.compile(
         r"\bi have (?P<n>a|an|one|two|three|four|five|\d) (?P<r>kids?|children|child|sons?|daughters?|sisters?|"
         r"brothers?|dogs?|cats?|siblings?|grandchildren|grandkids)\b",
         _I,
     ),
 ]
+# Someone the user names by relation only: "my kids", "my husband".
+_KIN = re.compile(
+    r"\bmy (?P<r>kids|children|husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|sons?|daughters?|grandkids|"
+    r"grandchildren)\b",
+    _I,
+)
 _NOT_PERSON_NAMES = _NOT_NAMES | frozenset({"I", "It", "He", "She", "They", "We", "You", "This", "That", "My"})
 _JOBS = (
     r"engineer|developer|programmer|teacher|nurse|doctor|physician|surgeon|lawyer|attorney|designer|manager|"
@@ -164,6 +198,15 @@ _JOBS = (
     r"salesperson|marketer|recruiter|editor|translator|economist|psychologist|intern|retiree|retired"
 )
 _WORK = [
+    (
+        re.compile(
+            r"\bmy (?:own )?(?P<o>business|biz|store|shop|studio|dance studio|company|startup|start-up|restaurant|"
+            r"bakery|cafe|firm|practice|clinic|salon|agency)\b",
+            _I,
+        ),
+        "Runs own",
+    ),
+    (re.compile(r"\bmy (?:old |former |new |previous |current )?job (?:at|with|in) (?P<o>.+)", _I), "Job at"),
     (re.compile(r"\bi(?:'ve| have)? (?:been )?work(?:s|ing|ed)? (?:as an?|as)\s+(?P<o>.+)", _I), "Works as"),
     (re.compile(r"\bi(?:'m| am) (?:currently )?working (?:as an?|as)\s+(?P<o>.+)", _I), "Works as"),
     (
@@ -199,10 +242,15 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
+_QUOTED = re.compile(r'^\s*"([^"]{2,60})"')
+
+
 def _object(raw: str) -> str | None:
     """The object of a statement: the words up to where the clause ends, tidied; None when it says nothing."""
     cut = _OBJECT_END.search(raw)
     words = (raw[: cut.start()] if cut else raw).strip()
+    if quoted := _QUOTED.match(raw):  # a title: "Becoming Nicole"
+        return quoted.group(1).strip()
     words = _TRAILING.sub("", words).strip(" '\"-")
     words = _LEADING.sub("", words) if len(words.split()) > 1 else words
     if not words or _VAGUE.match(words) or len(words.split()) > MAX_OBJECT_WORDS:
@@ -211,6 +259,9 @@ def _object(raw: str) -> str | None:
 
 
 _PLACE_NAME = re.compile(r"^(?:the )?[A-Z][\w'.-]*(?:\s+(?:of|de|do|da|du|del|la|le|the|upon|[A-Z][\w'.-]*))*")
+_AFTER_PLACE_WORDS = """in on at for with and to from by near during when where while as a an the twice
+    once again before last this next every recently ago yesterday today years months weeks days"""
+_AFTER_PLACE = frozenset(_AFTER_PLACE_WORDS.split())
 _NOT_JOB_WORDS_TEXT = "good great bad terrible really very huge big real total proper decent awful better"
 _NOT_JOB_WORDS = frozenset(_NOT_JOB_WORDS_TEXT.split())
 
@@ -222,6 +273,9 @@ def _place(obj: str) -> str | None:
     if match is None:
         return " ".join(obj.split()[:3]) or None
     name = re.sub(r"(?:\s+(?:of|de|do|da|du|del|la|le|the|upon))+$", "", match.group(0))
+    following = obj[match.end() :].split()
+    if following and following[0].isalpha() and following[0].islower() and following[0] not in _AFTER_PLACE:
+        return None  # a name that qualifies a noun ("an LGBTQ conference"): an event, not a place
     return name or None
 
 
@@ -275,6 +329,13 @@ def _sentence_facts(sentence: str) -> list[tuple[str, str]]:
             facts.append(("preference", f"Likes {obj}"))
         if (match := _FAVOURITE.search(sentence)) and (obj := _object(match.group("o"))):
             facts.append(("preference", f"Favorite {match.group('k').strip().lower()}: {obj}"))
+        if (match := _JOY.search(sentence)) and (obj := _object(match.group("o"))) and not _OTHERS.search(obj):
+            facts.append(("preference", f"Likes {obj[:1].lower() + obj[1:] if obj[1:2].islower() else obj}"))
+    for pattern, verb in _HOBBIES:
+        match = pattern.search(sentence)
+        if match and not _NOT_HOBBY.match(match.group("o")) and (obj := _object(match.group("o"))):
+            facts.append(("preference" if verb in ("Plays", "Does") else "other", f"{verb} {obj}"))
+            break
     for pattern, verb in _PLACES:
         match = pattern.search(sentence)
         if match and (obj := _object(match.group("o"))):
@@ -300,6 +361,11 @@ def _sentence_facts(sentence: str) -> list[tuple[str, str]]:
         relation = (groups.get("r") or "partner").lower()
         facts.append(("person", f"{_cap(relation)}: {name}"))
         break
+    else:
+        if match := _KIN.search(sentence):
+            relation = match.group("r").lower()
+            plural = relation.endswith("s") or relation in ("children", "grandchildren")
+            facts.append(("person", f"Has {relation}" if plural else f"Has a {relation}"))
     for pattern, verb in _WORK:
         match = pattern.search(sentence)
         if match is None or _NEGATED.search(sentence[: match.start()][-15:]):

@@ -294,11 +294,15 @@ class OpenAICompatibleSummarizer:
         self._endpoint.close()
 
     def summarize(self, turns: list[Turn], previous_summary: str | None) -> str:
+        return self.complete(build_prompt(self.prompt_template, turns, previous_summary))
+
+    def complete(self, prompt: str, max_tokens: int | None = None) -> str:
+        """The model's answer to ``prompt`` (one user message), within the budget; SummarizerError otherwise."""
         body = {
             "model": self.model,
-            "messages": [{"role": "user", "content": build_prompt(self.prompt_template, turns, previous_summary)}],
+            "messages": [{"role": "user", "content": prompt}],
             "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "max_tokens": max_tokens or self.max_tokens,
         }
         return self._content(self._endpoint.post(body, self._endpoint.headers()))
 
@@ -343,11 +347,14 @@ class BedrockSummarizer:
         self.temperature = temperature
 
     def summarize(self, turns: list[Turn], previous_summary: str | None) -> str:
+        return self.complete(build_prompt(self.prompt_template, turns, previous_summary))
+
+    def complete(self, prompt: str, max_tokens: int | None = None) -> str:
+        """The model's answer to ``prompt`` (one user message), within the budget; SummarizerError otherwise."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         from agent_memory import aws
 
-        prompt = build_prompt(self.prompt_template, turns, previous_summary)
         try:
             client = self.client_factory() if self.client_factory else aws.model_client("bedrock-runtime", self.budget)
             if client is None:
@@ -356,7 +363,7 @@ class BedrockSummarizer:
             response = client.converse(
                 modelId=self.model_id,
                 messages=[{"role": "user", "content": [{"text": prompt}]}],
-                inferenceConfig={"maxTokens": self.max_tokens, "temperature": self.temperature},
+                inferenceConfig={"maxTokens": max_tokens or self.max_tokens, "temperature": self.temperature},
             )
         except (ClientError, BotoCoreError) as exc:
             kind, reason = aws.model_failure(exc)

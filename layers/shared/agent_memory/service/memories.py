@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import math
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -91,16 +92,28 @@ def _date_text(ts: float) -> str:
     return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
 
 
-@functools.lru_cache(maxsize=4096)
-def _offline_facts_cached(text: str) -> tuple[tuple[str, str], ...]:
-    (facts,) = ExtractiveFactExtractor().extract([text])
-    return tuple((f["category"], f["text"]) for f in facts)
+# Facts of texts extracted on read, by a digest of the text (not the text: a long text is not kept alive by it).
+_OFFLINE_FACTS: OrderedDict[bytes, tuple[tuple[str, str], ...]] = OrderedDict()
+_OFFLINE_FACTS_MAX = 65536
+_OFFLINE_FACTS_LOCK = threading.Lock()
 
 
 def _offline_facts(text: str) -> list[dict[str, str]]:
     """The offline extractor's facts of ``text``, cached per process: a warm function reading the profile of a
     user whose records predate stored facts extracts each text once."""
-    return [{"category": c, "text": t} for c, t in _offline_facts_cached(text)]
+    key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    with _OFFLINE_FACTS_LOCK:
+        cached = _OFFLINE_FACTS.get(key)
+        if cached is not None:
+            _OFFLINE_FACTS.move_to_end(key)
+    if cached is None:
+        (facts,) = ExtractiveFactExtractor().extract([text])
+        cached = tuple((f["category"], f["text"]) for f in facts)
+        with _OFFLINE_FACTS_LOCK:
+            _OFFLINE_FACTS[key] = cached
+            while len(_OFFLINE_FACTS) > _OFFLINE_FACTS_MAX:
+                _OFFLINE_FACTS.popitem(last=False)
+    return [{"category": c, "text": t} for c, t in cached]
 
 
 def memory_entry(record: MemoryRecord, score: float) -> dict[str, Any]:
