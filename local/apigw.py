@@ -7,7 +7,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from .template import Route
 
@@ -35,6 +35,7 @@ def http_api_event(
     path_parameters: dict[str, str],
     *,
     query: dict[str, str] | None = None,
+    raw_query: str | None = None,
     headers: dict[str, str] | None = None,
     body: bytes | str | None = None,
     source_ip: str = "127.0.0.1",
@@ -42,8 +43,11 @@ def http_api_event(
 ) -> dict[str, Any]:
     """The event API Gateway hands a Lambda proxy integration for ``path`` matched to ``route``.
 
-    Binary or non-UTF-8 bodies travel base64-encoded, as API Gateway sends them. ``authorizer`` is
-    ``requestContext.authorizer`` (a JWT authorizer's ``{"jwt": …}``); by default the IAM caller ``local``.
+    ``raw_query`` is the query string as the client sent it: ``rawQueryString`` keeps it as it is, and
+    ``queryStringParameters`` joins a repeated parameter's decoded values with commas, as API Gateway does
+    (without it, ``query`` is both). Binary or non-UTF-8 bodies travel base64-encoded, as API Gateway sends them.
+    ``authorizer`` is ``requestContext.authorizer`` (a JWT authorizer's ``{"jwt": …}``); by default the IAM
+    caller ``local``.
     """
     now = time.time()
     request_id = str(uuid.uuid4())
@@ -52,7 +56,7 @@ def http_api_event(
         "version": "2.0",
         "routeKey": route.route_key,
         "rawPath": path,
-        "rawQueryString": urlencode(query or {}),
+        "rawQueryString": urlencode(query or {}) if raw_query is None else raw_query,
         "headers": lowered,
         "requestContext": {
             "accountId": "123456789012",
@@ -76,6 +80,8 @@ def http_api_event(
         "pathParameters": path_parameters,
         "isBase64Encoded": False,
     }
+    if raw_query is not None:
+        query = joined_query(raw_query)
     if query:
         event["queryStringParameters"] = dict(query)
     if body is not None:
@@ -86,6 +92,14 @@ def http_api_event(
             event["body"] = base64.b64encode(raw).decode("ascii")
             event["isBase64Encoded"] = True
     return event
+
+
+def joined_query(raw_query: str) -> dict[str, str]:
+    """``queryStringParameters`` of a raw query string: values decoded, a repeated name's values joined by commas."""
+    joined: dict[str, str] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        joined[name] = f"{joined[name]},{value}" if name in joined else value
+    return joined
 
 
 def response_body(response: dict[str, Any]) -> bytes:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from .apigw import LambdaContext, http_api_event, response_body
 from .auth import AUDIENCE, ISSUER, UNAUTHORIZED_BODY, JwtAuthorizer, Unauthorized, auth_dir, jwt_authorizer_context
@@ -73,11 +73,10 @@ class LocalApi:
     ) -> tuple[int, dict[str, str], bytes]:
         split = urlsplit(raw_path)
         path = split.path
-        query = {k: ",".join(v) for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         for route in self.routes:
             params = route.match(method, path)
             if params is not None:
-                return self.invoke(route, path, params, query, headers, body)
+                return self.invoke(route, path, params, split.query, headers, body)
         allowed = any(r.match(r.method, path) is not None for r in self.routes)
         status, code = (405, "method_not_allowed") if allowed else (404, "route_not_found")
         return _error(status, code, f"no route for {method} {path}")
@@ -92,7 +91,7 @@ class LocalApi:
         route: Route,
         path: str,
         params: dict[str, str],
-        query: dict[str, str],
+        raw_query: str,
         headers: dict[str, str],
         body: bytes | None,
     ) -> tuple[int, dict[str, str], bytes]:
@@ -104,7 +103,7 @@ class LocalApi:
             except Unauthorized as exc:
                 print(f"401 {route.method} {path}: {exc}", file=sys.stderr)
                 return _unauthorized()
-        event = http_api_event(route, path, params, query=query, headers=headers, body=body, authorizer=context)
+        event = http_api_event(route, path, params, raw_query=raw_query, headers=headers, body=body, authorizer=context)
         response = load_handler(route)(event, LambdaContext(function_name=route.function))
         out_headers = {k.lower(): str(v) for k, v in (response.get("headers") or {}).items()}
         return int(response["statusCode"]), out_headers, response_body(response)

@@ -489,6 +489,33 @@ def _search_bodies() -> st.SearchStrategy[Any]:
     )
 
 
+def context_bodies() -> st.SearchStrategy[Any]:
+    """``POST …/context``: the context's parameters as a body, long system prompts among them."""
+    budget = st.one_of(st.integers(-3, 400), st.floats(), st.booleans(), st.sampled_from((raw("1e400"), "5")))
+    usual = st.one_of(
+        _object(
+            system=st.one_of(
+                st.lists(st.one_of(st.text(max_size=40), st.just(""), st.sampled_from(_SURROGATES)), max_size=4),
+                st.lists(st.just("rule"), min_size=20, max_size=22),
+                st.text(max_size=10),
+                st.integers(),
+            ),
+            format=st.one_of(st.sampled_from(("openai", "full", "adk", "bogus")), st.integers()),
+            max_tokens=budget,
+            max_messages=budget,
+            max_chars=budget,
+            keep_first=st.one_of(st.booleans(), st.sampled_from(("true", 1))),
+            memories=st.one_of(st.integers(-2, 60), st.floats(), st.booleans(), st.just("3")),
+            memory_query=st.one_of(st.text(max_size=30), st.just(""), st.integers(), st.none()),
+            memory_min_score=st.one_of(st.floats(), st.integers(-2, 3), st.booleans()),
+            profile=st.one_of(st.booleans(), st.sampled_from(("yes", 0))),
+        ),
+        json_values(3),
+    )
+    big = st.builds(lambda text: {"system": [text]}, huge_strings(one_in=1))
+    return rarely(big, usual, one_in=25)
+
+
 # --- bodies to bytes -------------------------------------------------------------------------------------
 
 
@@ -573,6 +600,11 @@ _QUERY_PARAMS = {
         "keep_first",
         "start_with_user",
         "include_summary",
+        "system",
+        "memories",
+        "memory_query",
+        "memory_min_score",
+        "profile",
     ),
     "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k", "min_score"),
 }
@@ -582,6 +614,7 @@ _BODIES: dict[str, st.SearchStrategy[Any]] = {
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": events(),
     "POST /apps/{app_name}/users/{user_id}/memories": memory_bodies(),
     "POST /apps/{app_name}/users/{user_id}/memories/search": search_bodies(),
+    "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": context_bodies(),
 }
 
 _POOLS = {"app_name": APPS, "user_id": USERS, "session_id": SESSIONS, "memory_id": ("m1", "mem-x", "0" * 64)}

@@ -39,6 +39,7 @@ PER_ROUTE = {
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}": 70,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 480,
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": 190,
+    "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": 120,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/compact": 90,
     "POST /apps/{app_name}/users/{user_id}/memories": 240,
     "POST /apps/{app_name}/users/{user_id}/memories/search": 150,

@@ -28,6 +28,7 @@ EXPECTED_ROUTES = {
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/context"),
+    ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/context"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/compact"),
     ("POST", "/apps/{app_name}/users/{user_id}/memories"),
     ("POST", "/apps/{app_name}/users/{user_id}/memories/search"),

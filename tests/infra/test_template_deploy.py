@@ -26,7 +26,13 @@ SUMMARIZER_KEY_READERS = (
     "SaveMemoriesFunction",
     "AutoSaveFunction",
 )
-EMBEDDER_KEY_READERS = ("SaveMemoriesFunction", "SearchMemoriesFunction", "ForgetMemoriesFunction", "AutoSaveFunction")
+EMBEDDER_KEY_READERS = (
+    "SaveMemoriesFunction",
+    "SearchMemoriesFunction",
+    "ForgetMemoriesFunction",
+    "AutoSaveFunction",
+    "GetContextFunction",  # memories=k in the context searches memory
+)
 KMS_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:agent-memory-alarms"
 

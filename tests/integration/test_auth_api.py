@@ -172,6 +172,12 @@ CALLS = (
     Call("DELETE", "/apps/{app}/users/{user}/sessions/s1", 204),
     Call("POST", "/apps/{app}/users/{user}/sessions/s1/events", 201, body=EVENT),
     Call("GET", "/apps/{app}/users/{user}/sessions/s1/context", 200),
+    Call(
+        "POST",
+        "/apps/{app}/users/{user}/sessions/s1/context",
+        200,
+        body={"system": ["Be brief."], "memories": 2, "profile": True},
+    ),
     Call("POST", "/apps/{app}/users/{user}/sessions/s1/compact", 200),
     Call("POST", "/apps/{app}/users/{user}/memories", 200, body={"memories": [{"text": "green tea"}]}),
     Call("POST", "/apps/{app}/users/{user}/memories/search", 200, body={"query": "tea"}),

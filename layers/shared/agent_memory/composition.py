@@ -218,7 +218,9 @@ class Services:
 
     @property
     def context(self) -> ContextService:
-        return self._once("context", lambda: ContextService(self.session_store))
+        # The memory service (and so the embedder and the memory store) is built only when a context asks for
+        # memories or the profile.
+        return self._once("context", lambda: ContextService(self.session_store, lambda: self.memories))
 
     @property
     def summarizer(self) -> Any:

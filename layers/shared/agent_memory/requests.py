@@ -8,10 +8,20 @@ content, 413 ``payload_too_large`` for a bounded field that is too large (``api.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    StrictBool,
+    Tag,
+    model_validator,
+)
 
 from .bounds import (
     MAX_BATCH,
@@ -29,6 +39,7 @@ from .bounds import (
     Utf8Str,
 )
 from .models import Event, reject_two_spellings
+from .policy.context import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
 from .policy.identifiers import IDENTIFIER_PATTERN
 
 MAX_TOP_K = 100
@@ -104,6 +115,31 @@ ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
 ]
 Budget = Annotated[QueryInt | None, Query(ge=1, description="a positive budget; digits only")]
+SystemMessages = Annotated[
+    list[Utf8Str] | None,
+    Query(
+        description="a base system message, first in the context; repeat the parameter for more, in order (each "
+        "value whole: commas are part of it). Always kept: a budget too small for them answers 422 `system`. "
+        "Long prompts: `POST …/context` takes them in a JSON body"
+    ),
+]
+MemoryCount = Annotated[
+    QueryInt | None,
+    Query(
+        ge=0,
+        le=MAX_CONTEXT_MEMORIES,
+        description=f"add up to this many of the user's memories (0-{MAX_CONTEXT_MEMORIES}), searched with the "
+        "newest user message (or `memory_query`), as one system message with their dates; digits only",
+    ),
+]
+MemoryQuery = Annotated[
+    Utf8Str | None,
+    Query(max_length=MAX_QUERY_CHARS, description="what to search memory for instead of the newest user message"),
+]
+MemoryMinScore = Annotated[
+    Fraction | None, Query(description="the memory search's `min_score`: " + MIN_SCORE_DESCRIPTION)
+]
+WithProfile = Annotated[bool, Query(description="add what is known about the user (the profile) as a system message")]
 
 
 class _Request(BaseModel):
@@ -209,3 +245,37 @@ class SearchRequest(_Request):
     query: Annotated[NonBlank, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     top_k: StrictCount = Field(default=5, ge=1, le=MAX_TOP_K, description=f"1-{MAX_TOP_K}, default 5")
     min_score: Annotated[Fraction, Strict()] | None = Field(default=None, description=MIN_SCORE_DESCRIPTION)
+
+
+class ContextRequest(_Request):
+    """``POST …/context``: the context's query parameters as a JSON body, for base system prompts too long for a
+    URL (API Gateway's HTTP API takes at most 10240 bytes of request line and headers together, signature and
+    token included)."""
+
+    format: Literal["openai", "full", "adk"] = Field(default="openai", description="the messages' shape")
+    max_tokens: StrictCount | None = Field(default=None, ge=1, description="a positive budget (approximate tokens)")
+    max_messages: StrictCount | None = Field(default=None, ge=1, description="a positive budget (messages)")
+    max_chars: StrictCount | None = Field(default=None, ge=1, description="a positive budget (characters)")
+    keep_first: StrictBool = False
+    start_with_user: StrictBool = False
+    include_summary: StrictBool = True
+    system: list[Annotated[NonBlank, Field(max_length=MAX_SYSTEM_CHARS)]] = Field(
+        default_factory=list,
+        max_length=MAX_SYSTEM_MESSAGES,
+        description=f"0-{MAX_SYSTEM_MESSAGES} base system messages, first in the context, in order (at most "
+        f"{MAX_SYSTEM_CHARS} characters together); always kept: a budget too small for them answers 422 `system`",
+    )
+    memories: StrictCount = Field(
+        default=0,
+        ge=0,
+        le=MAX_CONTEXT_MEMORIES,
+        description=f"add up to this many of the user's memories (0-{MAX_CONTEXT_MEMORIES}), searched with the "
+        "newest user message (or `memory_query`), as one system message with their dates",
+    )
+    memory_query: Annotated[NonBlank, Field(max_length=MAX_QUERY_CHARS)] | None = Field(
+        default=None, description="what to search memory for instead of the newest user message (needs `memories`)"
+    )
+    memory_min_score: Annotated[Fraction, Strict()] | None = Field(
+        default=None, description="the memory search's `min_score` (needs `memories`): " + MIN_SCORE_DESCRIPTION
+    )
+    profile: StrictBool = Field(default=False, description="add what is known about the user as a system message")

@@ -81,12 +81,23 @@ class EventList(_Response):
     events: list[Event]
 
 
+class RecalledMemoryScore(_Response):
+    """A memory hit the context holds: its id (to forget it) and its search score."""
+
+    id: str
+    score: float
+
+
 class ContextResponse(_Response):
     messages: list[dict[str, Any]] = Field(description="in the requested `format` (`openai`, `full`, `adk`)")
     summary: str | None = Field(default=None, description="the rolling summary of compacted history, if any")
     token_estimate: int
     compacted_events: int
     dropped_events: int
+    memories: list[RecalledMemoryScore] = Field(
+        default_factory=list, description="the memory hits in the memories message (`memories=k`), best first"
+    )
+    profile: bool = Field(default=False, description="whether the profile message is in (`profile=true`)")
 
 
 class CompactResponse(_Response):

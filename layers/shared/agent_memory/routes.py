@@ -26,12 +26,16 @@ from .requests import (
     AppName,
     Budget,
     ContextFormat,
+    ContextRequest,
     CreateSessionRequest,
     EventPageLimit,
     IfMatch,
     IfNoneMatch,
     Limit,
+    MemoryCount,
     MemoryId,
+    MemoryMinScore,
+    MemoryQuery,
     MinScore,
     NextToken,
     NumRecentEvents,
@@ -39,8 +43,10 @@ from .requests import (
     SearchQuery,
     SearchRequest,
     SessionId,
+    SystemMessages,
     TopK,
     UserId,
+    WithProfile,
 )
 
 # The errors every route may answer: a bad parameter or body, no identity or not this caller's data (jwt mode), a
@@ -139,6 +145,19 @@ def get_context(
     keep_first: Annotated[bool, Query()] = False,
     start_with_user: Annotated[bool, Query()] = False,
     include_summary: Annotated[bool, Query()] = True,
+    system: SystemMessages = None,
+    memories: MemoryCount = None,
+    memory_query: MemoryQuery = None,
+    memory_min_score: MemoryMinScore = None,
+    profile: WithProfile = False,
+) -> None: ...
+
+
+def post_context(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    body: Annotated[ContextRequest | None, Body()] = None,
 ) -> None: ...
 
 
@@ -244,9 +263,20 @@ ROUTES: tuple[Route, ...] = (
         _SESSION + "/context",
         "GetContextFunction",
         get_context,
-        "The messages to send a model next, within budgets",
+        "The messages to send a model next, within budgets; with base system messages, recalled memories and the "
+        "user's profile when asked",
         {200: out.ContextResponse},
         errors=(404,),
+    ),
+    Route(
+        "POST",
+        _SESSION + "/context",
+        "GetContextFunction",
+        post_context,
+        "The context, its parameters in a JSON body (for base system prompts too long for a URL); reads only",
+        {200: out.ContextResponse},
+        errors=(404,),
+        writes=False,
     ),
     Route(
         "POST",

@@ -412,7 +412,15 @@ class Core:
 
     def get_context(self, app_name: str, user_id: str, session_id: str, params: Mapping[str, Any]) -> Flow[Context]:
         route = path("apps", app_name, "users", user_id, "sessions", session_id, "context")
-        response = yield from self.exchange(Call("GET", route, query(params)))
+        system = params.get("system")
+        if system is None:
+            response = yield from self.exchange(Call("GET", route, query(params)))
+        else:
+            # Base system prompts travel in a JSON body (``POST …/context``, which reads only, so a retry is safe):
+            # API Gateway takes at most 10240 bytes of request line and headers, too few for a real prompt.
+            body = {k: v for k, v in params.items() if v is not None}
+            body["system"] = [system] if isinstance(system, str) else list(system)
+            response = yield from self.exchange(Call("POST", route, body=dump_json(body)))
         return Context.model_validate(self.json(response))
 
     def compact(self, app_name: str, user_id: str, session_id: str) -> Flow[CompactResult]:

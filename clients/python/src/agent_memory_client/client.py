@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,6 +25,24 @@ __all__ = ["AsyncClient", "Client"]
 T = TypeVar("T")
 EventLike = BaseModel | Mapping[str, Any]
 IfMatch = int | str | Session | None
+
+
+def _recall_params(
+    system: str | Sequence[str] | None,
+    memories: int | None,
+    memory_query: str | None,
+    memory_min_score: float | None,
+    profile: bool | None,
+) -> dict[str, Any]:
+    """The context's base prompt and memory parameters that were given (None: left to the service's default)."""
+    given = {
+        "system": system,
+        "memories": memories,
+        "memory_query": memory_query,
+        "memory_min_score": memory_min_score,
+        "profile": profile,
+    }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 class _Base:
@@ -207,10 +225,29 @@ class Client(_Base):
         """The app's state, keys as stored (``app:...``)."""
         return self._run(self._core.get_app_state(app_name))
 
-    def get_context(self, app_name: str, user_id: str, session_id: str, **params: Any) -> Context:
-        """The messages to send a model next; ``params`` are the route's query parameters (``format``,
-        ``max_tokens``, ``max_messages``, ``max_chars``, ``keep_first``, ``start_with_user``, ``include_summary``)."""
-        return self._run(self._core.get_context(app_name, user_id, session_id, params))
+    def get_context(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        system: str | Sequence[str] | None = None,
+        memories: int | None = None,
+        memory_query: str | None = None,
+        memory_min_score: float | None = None,
+        profile: bool | None = None,
+        **params: Any,
+    ) -> Context:
+        """The messages to send a model next; ``params`` are the route's other parameters (``format``,
+        ``max_tokens``, ``max_messages``, ``max_chars``, ``keep_first``, ``start_with_user``, ``include_summary``).
+
+        ``system``: one or more base system messages, first, always kept (sent in a JSON body, ``POST …/context``,
+        so a prompt of any length fits). ``memories``: add up to k (0-50) of the user's memories, searched with the
+        newest user message or ``memory_query`` (cut at ``memory_min_score``), as one system message with their
+        dates; ``profile``: add what is known about the user. Memories and profile give way first when over budget;
+        ``Context.memories`` and ``Context.profile`` say what went in."""
+        recall = _recall_params(system, memories, memory_query, memory_min_score, profile)
+        return self._run(self._core.get_context(app_name, user_id, session_id, {**params, **recall}))
 
     def compact(self, app_name: str, user_id: str, session_id: str) -> CompactResult:
         """Compact the session now."""
@@ -402,9 +439,22 @@ class AsyncClient(_Base):
         """See ``Client.get_app_state``."""
         return await self._run(self._core.get_app_state(app_name))
 
-    async def get_context(self, app_name: str, user_id: str, session_id: str, **params: Any) -> Context:
+    async def get_context(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        system: str | Sequence[str] | None = None,
+        memories: int | None = None,
+        memory_query: str | None = None,
+        memory_min_score: float | None = None,
+        profile: bool | None = None,
+        **params: Any,
+    ) -> Context:
         """See ``Client.get_context``."""
-        return await self._run(self._core.get_context(app_name, user_id, session_id, params))
+        recall = _recall_params(system, memories, memory_query, memory_min_score, profile)
+        return await self._run(self._core.get_context(app_name, user_id, session_id, {**params, **recall}))
 
     async def compact(self, app_name: str, user_id: str, session_id: str) -> CompactResult:
         """See ``Client.compact``."""

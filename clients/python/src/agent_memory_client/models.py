@@ -24,6 +24,7 @@ __all__ = [
     "Part",
     "Profile",
     "ProfileFact",
+    "RecalledMemory",
     "SaveResult",
     "Session",
     "SessionPage",
@@ -145,15 +146,25 @@ class AppendResult(_Model):
     version: int | None = None
 
 
+class RecalledMemory(_Model):
+    """A memory the context's memories message holds: its id (to forget it) and its search score."""
+
+    id: str
+    score: float
+
+
 class Context(_Model):
     """The messages to send a model next (``format`` decides their shape), the summary they start from and what
-    the budgets left out."""
+    the budgets left out; ``memories`` and ``profile``: what long-term memory added (``memories=``,
+    ``profile=True``)."""
 
     messages: list[dict[str, Any]] = Field(default_factory=list)
     summary: str | None = None
     token_estimate: int = 0
     compacted_events: int = 0
     dropped_events: int = 0
+    memories: list[RecalledMemory] = Field(default_factory=list)
+    profile: bool = False
 
 
 class MemoryEntry(_Model):

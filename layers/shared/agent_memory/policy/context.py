@@ -9,19 +9,30 @@ Rules:
   its call) is left out, since model APIs reject either.
 - ``keep_first`` keeps the first message after the summary; ``start_with_user`` drops leading non-user
   messages after the summary.
+- Long-term memory (``Recall``): the output is the base ``system`` messages (in the order given), the user's
+  profile, the recalled memories (with their dates), then the summary and the conversation. The base messages are
+  always kept (a budget too small for them alone is refused, ``system``). Memories and profile give way first:
+  while the whole lot is over budget, memory hits are dropped (lowest score first), then profile facts (last
+  first), and only when neither is left is the conversation trimmed as above.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UnprocessableInput
 from .messages import Message, compaction_range, event_messages, is_compaction, summary_text
 
 FORMATS = ("openai", "full", "adk")
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+MEMORIES_PREFIX = "Relevant memories of earlier conversations:\n"
+MAX_SYSTEM_MESSAGES = 20
+MAX_SYSTEM_CHARS = 200_000  # all base system messages together
+MAX_CONTEXT_MEMORIES = 50
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,11 @@ class ContextOptions:
     keep_first: bool = False
     start_with_user: bool = False
     include_summary: bool = True
+    system: tuple[str, ...] = ()  # base system messages, first, in this order
+    memories: int = 0  # how many memory hits to recall (0: none)
+    memory_query: str | None = None  # what to search memory for (default: the latest user message)
+    memory_min_score: float | None = None  # None: the search's calibrated cut
+    profile: bool = False  # add the user's profile
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -41,6 +57,93 @@ class ContextOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InvalidInput(f"{name} must be 1 or more", field=name)
+        if len(self.system) > MAX_SYSTEM_MESSAGES:
+            raise InvalidInput(f"at most {MAX_SYSTEM_MESSAGES} system messages", field="system")
+        if any(not isinstance(text, str) or not text.strip() for text in self.system):
+            raise InvalidInput("each system message must be non-blank text", field="system")
+        if sum(len(text) for text in self.system) > MAX_SYSTEM_CHARS:
+            raise InvalidInput(f"the system messages hold at most {MAX_SYSTEM_CHARS} characters", field="system")
+        if isinstance(self.memories, bool) or not 0 <= self.memories <= MAX_CONTEXT_MEMORIES:
+            raise InvalidInput(f"memories must be an integer from 0 to {MAX_CONTEXT_MEMORIES}", field="memories")
+        # A query or a cut without a count asks for something that would silently not happen.
+        if self.memory_query is not None and (not self.memories or not self.memory_query.strip()):
+            raise InvalidInput("memory_query must be non-blank and needs memories=k (1 or more)", field="memory_query")
+        if self.memory_min_score is not None and (
+            not self.memories or not 0 <= self.memory_min_score <= 1 or isinstance(self.memory_min_score, bool)
+        ):
+            raise InvalidInput(
+                "memory_min_score must be a number from 0 to 1 and needs memories=k", field="memory_min_score"
+            )
+
+    @property
+    def wants_memory(self) -> bool:
+        """Whether this context reads long-term memory at all (a plain context never loads the embedder)."""
+        return self.memories > 0 or self.profile
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    """One memory search hit to put in the context."""
+
+    id: str
+    text: str
+    score: float
+    date: str = ""  # YYYY-MM-DD of when it was said ("" when unknown)
+
+
+@dataclass(frozen=True)
+class ProfileFacts:
+    """The user's profile as the context needs it: how many facts it has, the text of the first ``n`` of them
+    (``render(n)``, the whole message with its heading) and the memory ids each fact came from."""
+
+    count: int
+    render: Callable[[int], str]
+    memory_ids: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What long-term memory adds to a context: search hits (any order; best kept first) and the profile."""
+
+    memories: tuple[RecalledMemory, ...] = ()
+    profile: ProfileFacts | None = None
+
+
+def iso_date(timestamp: Any) -> str:
+    """``YYYY-MM-DD`` (UTC) of seconds since the epoch or an ISO-8601 time; "" when it is neither."""
+    if isinstance(timestamp, str):
+        try:
+            return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC).date().isoformat()
+        except ValueError:
+            return ""
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+        try:
+            return datetime.fromtimestamp(timestamp, tz=UTC).date().isoformat()
+        except (ValueError, OverflowError, OSError):
+            return ""
+    return ""
+
+
+def memories_text(hits: list[RecalledMemory]) -> str:
+    """The memories message: a heading, then one line per hit with its date (continuation lines indented)."""
+    lines = []
+    for hit in hits:
+        text = hit.text.strip().replace("\n", "\n  ")
+        lines.append(f"- [{hit.date}] {text}" if hit.date else f"- {text}")
+    return MEMORIES_PREFIX + "\n".join(lines)
+
+
+def latest_user_text(events: list[dict[str, Any]]) -> str | None:
+    """The text of the newest user message among ``events`` (None when there is none with text)."""
+    for event in reversed(events):
+        try:
+            found = [] if is_compaction(event) else event_messages(event)
+        except (AttributeError, TypeError, KeyError, ValueError):  # an event that does not read: not a query
+            continue
+        for message in reversed(found):
+            if message.role == "user" and isinstance(message.content, str) and message.content.strip():
+                return message.content
+    return None
 
 
 class _Budget:
@@ -121,31 +224,58 @@ def _complete(unit: list[Message]) -> bool:
     return head.role != "tool"
 
 
-def build_context(
-    events: list[dict[str, Any]], summary_event: dict[str, Any] | None, options: ContextOptions
-) -> dict[str, Any]:
-    """The messages to send a model next, from the newest summary and the events after it (oldest first).
+def _system_message(text: str, metadata: dict[str, Any]) -> Message:
+    """A system message of no event (base prompt, profile, memories)."""
+    return Message(
+        role="system",
+        content=text,
+        seq=0,
+        event_id="",
+        metadata=metadata,
+        adk={"role": "model", "parts": [{"text": text}]},
+    )
 
-    ``events`` are the session's events after the range ``summary_event`` covers; compaction events among them
-    are ignored. Returns ``{messages, summary, token_estimate, compacted_events, dropped_events}``.
-    """
-    raw = [e for e in events if not is_compaction(e)]
-    messages = [m for e in raw for m in event_messages(e)]
-    units = _units(messages)
-    budget = _Budget(options)
 
-    summary: str | None = None
+def _recall_messages(recall: Recall, hits: list[RecalledMemory], facts: int) -> list[Message]:
+    """The profile message (its first ``facts`` facts) and the memories message (``hits``), those not empty."""
+    out: list[Message] = []
+    if recall.profile is not None and facts > 0 and (text := recall.profile.render(facts)).strip():
+        ids = sorted({i for fact_ids in recall.profile.memory_ids[:facts] for i in fact_ids})
+        out.append(_system_message(text, {"kind": "profile", "memory_ids": ids}))
+    if hits:
+        scored = [{"id": h.id, "score": h.score} for h in hits]
+        out.append(_system_message(memories_text(hits), {"kind": "memories", "memories": scored}))
+    return out
+
+
+def _fit_recall(
+    recall: Recall | None, budget: _Budget, whole: list[Message]
+) -> tuple[list[Message], list[RecalledMemory], int]:
+    """The profile and memories messages that fit beside the ``whole`` conversation: memory hits go first (lowest
+    score first), then profile facts (last first). Returns the messages, the hits and the number of facts kept."""
+    if recall is None:
+        return [], [], 0
+    hits = sorted(recall.memories, key=lambda h: -h.score)  # stable: equal scores keep the search's order
+    facts = recall.profile.count if recall.profile is not None else 0
+    beside = copy.copy(budget)
+    beside.take(whole)
+    while hits or facts > 0:
+        candidate = _recall_messages(recall, hits, facts)
+        if beside.fits(candidate):
+            return candidate, hits, facts
+        if hits:
+            hits = hits[:-1]
+        else:
+            facts -= 1
+    return [], [], 0
+
+
+def _trimmed(
+    units: list[list[Message]], candidate: Message | None, budget: _Budget, options: ContextOptions
+) -> tuple[Message | None, list[list[Message]]]:
+    """The summary (tail-cut when it alone is over budget) and the newest contiguous units that fit after it."""
     summary_message: Message | None = None
-    if summary_event is not None and options.include_summary:
-        summary = summary_text(summary_event)
-        candidate = Message(
-            role="system",
-            content=SUMMARY_PREFIX + summary,
-            seq=int(summary_event.get("seq") or 0),
-            event_id=str(summary_event.get("id") or ""),
-            timestamp=summary_event.get("timestamp"),
-            adk={"role": "model", "parts": [{"text": SUMMARY_PREFIX + summary}]},
-        )
+    if candidate is not None:
         summary_message = candidate if budget.fits([candidate]) else budget.tail_cut(candidate)
         if summary_message is not None:
             budget.take([summary_message])
@@ -169,10 +299,68 @@ def build_context(
     if options.start_with_user:
         while selected and selected[0][0].role != "user":
             selected.pop(0)
+    return summary_message, selected
 
-    out = [summary_message] if summary_message else []
-    out += [m for unit in selected for m in unit]
-    emitted_events = {m.event_id for m in out}
+
+def build_context(
+    events: list[dict[str, Any]],
+    summary_event: dict[str, Any] | None,
+    options: ContextOptions,
+    recall: Recall | None = None,
+) -> dict[str, Any]:
+    """The messages to send a model next, from the newest summary and the events after it (oldest first).
+
+    ``events`` are the session's events after the range ``summary_event`` covers; compaction events among them
+    are ignored. ``recall`` is what long-term memory adds (profile, memory hits), placed after the base
+    ``options.system`` messages. Returns ``{messages, summary, token_estimate, compacted_events, dropped_events,
+    memories, profile}``: ``memories`` the hits kept (``{id, score}``), ``profile`` whether the profile is in.
+    """
+    raw = [e for e in events if not is_compaction(e)]
+    messages = [m for e in raw for m in event_messages(e)]
+    units = _units(messages)
+    budget = _Budget(options)
+
+    base = [_system_message(text, {"kind": "system"}) for text in options.system]
+    if not budget.fits(base):
+        raise UnprocessableInput(
+            "the system messages alone are over the budget (max_tokens, max_messages or max_chars)", field="system"
+        )
+    budget.take(base)
+
+    summary: str | None = None
+    candidate: Message | None = None
+    if summary_event is not None and options.include_summary:
+        summary = summary_text(summary_event)
+        candidate = Message(
+            role="system",
+            content=SUMMARY_PREFIX + summary,
+            seq=int(summary_event.get("seq") or 0),
+            event_id=str(summary_event.get("id") or ""),
+            timestamp=summary_event.get("timestamp"),
+            adk={"role": "model", "parts": [{"text": SUMMARY_PREFIX + summary}]},
+        )
+
+    # Memories and profile give way before the conversation does: they get what the whole conversation (as it
+    # would be emitted with no budget) leaves; when it does not fit on its own, they are left out entirely.
+    whole_units = list(units)
+    if options.start_with_user:
+        while whole_units and whole_units[0][0].role != "user":
+            whole_units.pop(0)
+    whole = ([candidate] if candidate else []) + [m for unit in whole_units for m in unit]
+    extras, hits, _facts = _fit_recall(recall, budget, whole)
+    budget.take(extras)
+
+    if budget.fits(whole):
+        # All of it fits (beside the memories and profile it left room for): emitted as without a budget.
+        budget.take(whole)
+        summary_message, selected = candidate, whole_units
+    else:
+        summary_message, selected = _trimmed(units, candidate, budget, options)
+
+    conversation = [summary_message] if summary_message else []
+    conversation += [m for unit in selected for m in unit]
+    out = base + extras + conversation
+    emitted_events = {m.event_id for m in conversation}
     with_messages = {m.event_id for m in messages}
     covered = compaction_range(summary_event) if summary_event is not None else {}
     return {
@@ -181,6 +369,8 @@ def build_context(
         "token_estimate": sum(m.tokens() for m in out),
         "compacted_events": int(covered.get("event_count", 0)),
         "dropped_events": len(with_messages - emitted_events),
+        "memories": [{"id": h.id, "score": h.score} for h in hits],
+        "profile": any((m.metadata or {}).get("kind") == "profile" for m in extras),
     }
 
 

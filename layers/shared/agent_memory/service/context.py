@@ -1,25 +1,44 @@
-"""The context use case: the messages to send a model next, read in proportion to the window."""
+"""The context use case: the messages to send a model next, read in proportion to the window, with what long-term
+memory recalls (memory search hits, the user's profile) when asked."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ..bounds import MAX_QUERY_CHARS
 from ..errors import SessionNotFound
-from ..policy.context import ContextOptions, build_context
+from ..policy.context import (
+    ContextOptions,
+    ProfileFacts,
+    Recall,
+    RecalledMemory,
+    build_context,
+    iso_date,
+    latest_user_text,
+)
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import compaction_range, event_messages, is_compaction, summary_text
+from ..policy.profile import profile_text
 from ..stores.ports import EventQuery, SessionKey, SessionStore
+
+if TYPE_CHECKING:
+    from .memories import MemoryService
 
 logger = logging.getLogger(__name__)
 
 
 class ContextService:
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, memories: Callable[[], MemoryService] | None = None) -> None:
+        """``memories`` gives the memory service when a context asks for memories or the profile: called only
+        then, so that a plain context never loads the embedder or reads the memory store."""
         self._store = store
+        self._memories = memories
 
     def get_context(self, app_name: str, user_id: str, session_id: str, options: ContextOptions) -> dict[str, Any]:
-        """Reads the session, then only the events after its newest summary's range (the summary among them)."""
+        """Reads the session, then only the events after its newest summary's range (the summary among them);
+        then, when ``options`` asks for them, the memory hits and the profile."""
         key = SessionKey(
             validate_identifier(app_name, "app_name"),
             validate_identifier(user_id, "user_id"),
@@ -30,8 +49,9 @@ class ContextService:
             raise SessionNotFound(session_id)
         events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq))
         summary = next((e for e in events if e.get("id") == record.summary_event_id), None)
+        recall = self._recall(key, events, options) if options.wants_memory else None
         try:
-            return build_context(events, summary, options)
+            return build_context(events, summary, options, recall)
         except (AttributeError, TypeError, KeyError, ValueError):
             # A stored event of a shape the message reader does not expect (older data, or written outside the
             # service): leave out what does not read rather than fail the session's context.
@@ -39,7 +59,51 @@ class ContextService:
         readable = [e for e in events if _reads_as_messages(e)]
         if summary is not None and not _reads_as_messages(summary):
             summary = None
-        return build_context(readable, summary, options)
+        return build_context(readable, summary, options, recall)
+
+    def _recall(self, key: SessionKey, events: list[dict[str, Any]], options: ContextOptions) -> Recall:
+        """The memory hits (searched with ``memory_query``, else the newest user message of the session) and the
+        profile the context asked for."""
+        if self._memories is None:
+            raise RuntimeError("this ContextService was built without a memory service")
+        memory = self._memories()
+        hits: tuple[RecalledMemory, ...] = ()
+        query = options.memory_query or latest_user_text(events)
+        if options.memories and query is not None and query.strip():
+            # The end of a long message: what the user asks last is the likeliest subject.
+            found = memory.search(
+                app_name=key.app_name,
+                user_id=key.user_id,
+                query=query.strip()[-MAX_QUERY_CHARS:],
+                top_k=options.memories,
+                min_score=options.memory_min_score,
+            )
+            hits = tuple(_recalled(entry) for entry in found["memories"])
+        profile = _profile_facts(memory.profile(key.app_name, key.user_id)) if options.profile else None
+        return Recall(memories=hits, profile=profile)
+
+
+def _profile_facts(profile: dict[str, Any]) -> ProfileFacts | None:
+    """The profile as the context trims it: its first ``n`` facts rendered by ``profile_text`` (the most important
+    first), with the memory ids of each. None when nothing is known."""
+    facts = [f for f in profile.get("facts") or [] if isinstance(f, dict) and f.get("text")]
+    if not facts:
+        return None
+    shown = {**profile, "facts": facts}
+    return ProfileFacts(
+        count=len(facts),
+        render=lambda n: profile_text(shown, max_facts=n),
+        memory_ids=tuple(tuple(str(i) for i in f.get("memory_ids") or []) for f in facts),
+    )
+
+
+def _recalled(entry: dict[str, Any]) -> RecalledMemory:
+    """A search hit (an ADK MemoryEntry with id and score) as the context puts it: its text and its date."""
+    parts = (entry.get("content") or {}).get("parts") or []
+    text = "\n".join(str(p.get("text") or "") for p in parts if isinstance(p, dict))
+    return RecalledMemory(
+        id=str(entry["id"]), text=text, score=float(entry["score"]), date=iso_date(entry.get("timestamp"))
+    )
 
 
 def _reads_as_messages(event: dict[str, Any]) -> bool:
