@@ -100,9 +100,10 @@ _MAX_SEQ = 2**62
 # A paged read of the newest N events reads them newest first in one query when N is at most this (items in
 # memory: at most this many); a larger N finds its window's first seq first (no bodies), then pages forward.
 _BACKWARD_READ_MAX = 100
-# An import's placeholder older than this was left by an import that died (the API's requests end within 30 s): a
-# create or another import of the id may take its place.
-IMPORT_STALE_S = 120.0
+# An import's placeholder older than this was left by an import that died (the API's functions stop at 29 s, so no
+# import still writes): a create or another import of the id may take its place. Younger, it may be one still
+# writing, whose events share the id's keys: they answer 503 with Retry-After until then.
+IMPORT_STALE_S = 45.0
 IMPORTED_ATTR = "imp"
 MEMO_ATTR = "memo"
 # A Query's Limit stays an int32 whatever a client asks for (one call returns at most 1 MB anyway).
@@ -429,7 +430,7 @@ class DynamoSessionStore:
             if existing is not None and "importing" in existing and "deleting" not in existing:
                 # An import is writing this session: it is not there yet, and it is not ours to take.
                 if not _stale_import(existing):
-                    raise Conflict("an import of this session is under way; retry when it is done")
+                    raise _import_under_way(existing)
                 self.delete_session(key)  # an import that died: its placeholder and events go
                 continue
             if existing is not None and "deleting" in existing:
@@ -805,8 +806,8 @@ class DynamoSessionStore:
            import's placeholder), counts it in the user's sessions (the quota) and sets the user and app state.
 
         A fault before 3 leaves only the placeholder and events no reader sees; a retry takes the placeholder over
-        once it is stale (or a DELETE removes it) and purges them. A lost answer of 3 is recognised by the
-        incarnation."""
+        once it is stale (or a DELETE removes it; a failing import removes its own when it can) and purges them. A
+        lost answer of 3 is recognised by the incarnation."""
         key = SessionKey(record.app_name, record.user_id, record.session_id)
         self._quotas.check_events(0, record.last_seq)
         budget = _Budget()
@@ -820,6 +821,17 @@ class DynamoSessionStore:
             with contextlib.suppress(Exception):
                 self.delete_session(key)  # nothing of a refused import stays (best effort: a retry purges it)
             raise
+        except BaseException:
+            # A fault (503): give the id back at once, so that the retry need not wait for the placeholder to go
+            # stale; the events written stay invisible until the next import or create of the id purges them.
+            with contextlib.suppress(Exception):
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    ConditionExpression="importing = :inc",
+                    ExpressionAttributeValues={":inc": _s(incarnation)},
+                )
+            raise
         if not committed:
             raise Conflict("the import was interrupted by a delete or another import of this session; retry")
         logger.info("session imported", extra={"events": len(events), "payloads": len(blobs)})
@@ -829,8 +841,8 @@ class DynamoSessionStore:
         return stored
 
     def _claim_import(self, key: SessionKey, incarnation: str, replace: bool, budget: _Budget) -> None:
-        """Put the import's placeholder in the session's place; AlreadyExists (not ``replace``) or Conflict (an
-        import under way) when the id is taken."""
+        """Put the import's placeholder in the session's place; AlreadyExists (not ``replace``), or
+        ServiceUnavailable while another import's placeholder is not stale."""
         placeholder = {
             **self._session_key(key),
             "inc": _s(incarnation),
@@ -860,7 +872,7 @@ class DynamoSessionStore:
                 if _attr(marks, "importing") == incarnation:
                     return  # our own placeholder: the put's answer was lost
                 if not _stale_import(marks):
-                    raise Conflict("an import of this session is under way; retry when it is done")
+                    raise _import_under_way(marks)
                 # An import that died: take its place (its events are purged next).
                 condition = "attribute_not_exists(PK) OR attribute_exists(deleting) OR importing = :dead"
                 values = {":dead": _s(_attr(marks, "importing"))}
@@ -1607,6 +1619,15 @@ def _stale_import(marks: dict[str, Any]) -> bool:
     """Whether an import placeholder was left by an import that died (older than ``IMPORT_STALE_S``)."""
     started = _number(marks, "import_started")
     return started is None or started < time.time() - IMPORT_STALE_S
+
+
+def _import_under_way(marks: dict[str, Any]) -> ServiceUnavailable:
+    """503 until an import's placeholder is stale: the import may still be writing (or died a moment ago)."""
+    started = _number(marks, "import_started") or 0.0
+    wait = max(1, int(started + IMPORT_STALE_S - time.time()) + 1)
+    return ServiceUnavailable(
+        "an import of this session is under way (or failed moments ago); retry after it ends", retry_after=wait
+    )
 
 
 def _unreadable_event(item: dict[str, Any], reason: str, *, payload_missing: bool = False) -> dict[str, Any]:
