@@ -113,7 +113,20 @@ def _represent_raw(dumper: yaml.SafeDumper, data: RawJSON) -> yaml.Node:
     return dumper.represent_data(json.loads(data.text))
 
 
+# Characters PyYAML's emitter may write raw inside a plain, single-quoted or block scalar where its reader folds
+# or normalises them (NEL and the Unicode line and paragraph separators are line breaks to YAML; a carriage
+# return is folded): a string holding one is written double-quoted, where they are escaped.
+_FOLDED = frozenset("\x85\u2028\u2029\r\ufeff")
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    if any(ch in _FOLDED or (not ch.isprintable() and ch != "\n") for ch in data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+    return dumper.represent_str(data)
+
+
 _Dumper.add_representer(RawJSON, _represent_raw)
+_Dumper.add_representer(str, _represent_str)
 
 
 def dump_yaml(value: Any) -> str:
