@@ -46,7 +46,8 @@ class _JsonLoader(yaml.SafeLoader):
             if key in seen:
                 raise ConstructorError(None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 _JsonLoader.yaml_implicit_resolvers = {
