@@ -178,6 +178,38 @@ def test_a_replace_that_fails_shows_no_mix_and_its_retry_replaces(
     assert "V#old" not in {i["SK"]["S"] for i in event_items(aws)}
 
 
+def test_a_replace_whose_delete_cannot_start_leaves_the_old_session_whole(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1", state={"k": "old"})
+    api.append("s1", {"events": [text_event("old", id="e1"), text_event("old only", id="old")]})
+    before = api.request("GET", f"{SESSIONS}/s1/export").body
+
+    def tombstone(request: Any) -> bool:
+        return "deleting" in json.dumps(request_json(request))
+
+    faults.fail("TransactWriteItems", throttle(), times=-1, when=tombstone)
+    assert import_(api, document(), replace="true").status == 503
+    faults.clear()
+    assert api.request("GET", f"{SESSIONS}/s1/export").body == before
+    item = session_item(aws)
+    assert item is not None and "importing" not in item and "deleting" not in item
+
+
+def test_a_replace_whose_delete_stops_part_way_shows_neither_and_its_retry_replaces(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1", state={"k": "old"})
+    api.append("s1", {"events": [text_event("old", id="e1"), text_event("old only", id="old")]})
+    faults.fail("Query", throttle(), times=-1)  # the delete's read of the event partition, after its tombstone
+    assert import_(api, document(), replace="true").status == 503
+    faults.clear()
+    assert_invisible(api)  # the tombstone hides the old session; the new one is not there yet
+    assert import_(api, document(), replace="true").status == 201
+    assert_imported_whole(api, aws, document())
+    assert "V#old" not in {i["SK"]["S"] for i in event_items(aws)}
+
+
 def test_a_throttled_memo_write_is_retried_and_one_that_keeps_failing_changes_nothing(
     api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
 ) -> None:

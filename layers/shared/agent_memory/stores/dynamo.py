@@ -863,7 +863,8 @@ class DynamoSessionStore:
                 pass
             marks = self._session_marks(key, budget)
             if marks is None:
-                continue  # gone meanwhile: claim again
+                budget.after_race()  # gone meanwhile: claim again (bounded, as a lost race is)
+                continue
             if "deleting" in marks:
                 # A DELETE stopped part-way: finish it, then take the tombstone's place.
                 self._purge(key, budget)
