@@ -1,4 +1,5 @@
-"""POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events: append one event or a batch."""
+"""POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events: append one event or a batch;
+PUT …/sessions/{session_id}/memo: replace the session's memo (its version does not move)."""
 
 from typing import Annotated
 
@@ -8,7 +9,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppendRequest, AppName, EventBatch, IfMatch, SessionId, UserId
+from agent_memory.requests import AppendRequest, AppName, EventBatch, IfMatch, MemoRequest, SessionId, UserId
+from agent_memory.service.transfer import SessionTransfer
 
 app = create_app()
 
@@ -33,6 +35,14 @@ def append_event(
     metrics.add_metric(name="EventsAppended", unit=MetricUnit.Count, value=len(outcome.events))
     payload = {"events": outcome.events} if batch else outcome.events[0]
     return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
+
+
+@app.put("/apps/<app_name>/users/<user_id>/sessions/<session_id>/memo")
+def put_memo(
+    app_name: AppName, user_id: UserId, session_id: SessionId, body: Annotated[MemoRequest, Body()]
+) -> Response[str]:
+    memo = SessionTransfer(services().sessions.store).put_memo(app_name, user_id, session_id, body.memo)
+    return json_response(200, memo)
 
 
 lambda_handler = lambda_entry(app)

@@ -1,5 +1,8 @@
 """POST /apps/{app_name}/users/{user_id}/sessions: get-or-create a session; with ``If-None-Match: *`` create only
-(an existing id answers 409 ``already_exists``)."""
+(an existing id answers 409 ``already_exists``);
+POST …/sessions/import: store a session exported by ``GET …/export`` (JSON, or YAML with
+``Content-Type: application/yaml``), under the document's id or ``?session_id=``; ``?replace=true`` replaces an
+existing one."""
 
 from typing import Annotated
 
@@ -9,7 +12,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppName, CreateSessionRequest, IfNoneMatch, UserId
+from agent_memory.requests import (
+    AppName,
+    CreateSessionRequest,
+    IfNoneMatch,
+    ImportSessionId,
+    Replace,
+    SessionDocument,
+    UserId,
+)
+from agent_memory.service.transfer import SessionTransfer
 
 app = create_app()
 
@@ -31,6 +43,21 @@ def create_session(
     )
     metrics.add_metric(name="SessionsCreated", unit=MetricUnit.Count, value=int(created))
     return json_response(201 if created else 200, session, {"ETag": f'"{session["version"]}"'})
+
+
+@app.post("/apps/<app_name>/users/<user_id>/sessions/import")
+def import_session(
+    app_name: AppName,
+    user_id: UserId,
+    body: Annotated[SessionDocument, Body()],
+    session_id: ImportSessionId = None,
+    replace: Replace = False,
+) -> Response[str]:
+    session = SessionTransfer(services().sessions.store).import_session(
+        app_name, user_id, body, session_id=session_id, replace=replace
+    )
+    metrics.add_metric(name="SessionsImported", unit=MetricUnit.Count, value=1)
+    return json_response(201, session, {"ETag": f'"{session["version"]}"'})
 
 
 lambda_handler = lambda_entry(app)

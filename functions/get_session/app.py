@@ -1,6 +1,8 @@
 """GET /apps/{app_name}/users/{user_id}/sessions/{session_id}: a session with one page of its events and merged state;
 GET /apps/{app_name}/users/{user_id}/state and GET /apps/{app_name}/state: the user's and the app's state (keys with
-their ``user:`` / ``app:`` prefix; ``{}`` when none, never 404).
+their ``user:`` / ``app:`` prefix; ``{}`` when none, never 404);
+GET …/sessions/{session_id}/export: the whole session as one document (``?format=json|yaml``);
+GET …/sessions/{session_id}/memo: the session's memo.
 
 Pages: ``limit`` (1-1000 events) and ``next_token`` (from the previous page); every page also stops before the
 response would pass the response cap, so a request without paging parameters may answer a first page and a
@@ -9,9 +11,20 @@ response would pass the response cap, so a request without paging parameters may
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.api import create_app, json_response, lambda_entry, yaml_response
 from agent_memory.composition import services
-from agent_memory.requests import AfterTimestamp, AppName, EventPageLimit, NextToken, NumRecentEvents, SessionId, UserId
+from agent_memory.requests import (
+    AfterTimestamp,
+    AppName,
+    EventPageLimit,
+    ExportFormat,
+    NextToken,
+    NumRecentEvents,
+    SessionId,
+    UserId,
+)
+from agent_memory.service.transfer import SessionTransfer
+from agent_memory.yamlio import dump_yaml
 
 app = create_app()
 
@@ -40,6 +53,22 @@ def get_user_state(app_name: AppName, user_id: UserId) -> Response[str]:
 @app.get("/apps/<app_name>/state")
 def get_app_state(app_name: AppName) -> Response[str]:
     return json_response(200, services().sessions.get_app_state(app_name))
+
+
+@app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/export")
+def export_session(
+    app_name: AppName, user_id: UserId, session_id: SessionId, format: ExportFormat = "json"
+) -> Response[str]:
+    document = SessionTransfer(services().sessions.store).export_session(app_name, user_id, session_id)
+    etag = {"ETag": f'"{document["version"]}"'}
+    if format == "yaml":
+        return yaml_response(200, dump_yaml(document), etag)
+    return json_response(200, document, etag)
+
+
+@app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/memo")
+def get_memo(app_name: AppName, user_id: UserId, session_id: SessionId) -> Response[str]:
+    return json_response(200, SessionTransfer(services().sessions.store).get_memo(app_name, user_id, session_id))
 
 
 lambda_handler = lambda_entry(app)

@@ -119,6 +119,9 @@ _QUERY_VALUES = (
     "full",
     "adk",
     "bogus",
+    "json",
+    "yaml",
+    "s1",
 )
 
 
@@ -173,7 +176,14 @@ _IF_NONE_MATCH = ("*", "*", "*\t*", '"1"', "W/*", "**", "", '"*"', "*, *", "\u00
 
 def _headers(with_if_match: bool) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
     content_type = st.sampled_from(
-        ("application/json", "application/json", "text/plain", "application/json; charset=latin-1", "")
+        (
+            "application/json",
+            "application/json",
+            "text/plain",
+            "application/json; charset=latin-1",
+            "",
+            "application/yaml",
+        )
     )
     if_match = st.one_of(st.none(), st.sampled_from(_IF_MATCH)) if with_if_match else st.none()
     if_none_match = st.one_of(st.none(), st.sampled_from(_IF_NONE_MATCH)) if with_if_match else st.none()
@@ -429,6 +439,41 @@ def rarely(unusual: st.SearchStrategy[Any], usual: st.SearchStrategy[Any], one_i
     return st.integers(1, one_in).flatmap(lambda i: unusual if i == 1 else usual)
 
 
+def import_bodies() -> st.SearchStrategy[Any]:
+    """Export documents (``POST …/sessions/import``): mostly of the right shape with fields drawn hostile (ids
+    reused, seqs out of order, events that are not events, a watermark naming nothing, deep values, a memo too
+    large); sent as JSON, or with a YAML content type, as YAML (JSON text is YAML's flow style)."""
+    event = st.builds(
+        lambda e, eid, seq: {**e, "id": eid, "seq": seq} if isinstance(e, dict) else e,
+        st.one_of(adk_events(), poisons(), json_values(2)),
+        st.sampled_from(EVENT_IDS),
+        st.one_of(st.integers(-1, 6), st.just(True), st.just(2.0)),
+    )
+    ids = st.one_of(st.sampled_from(SESSIONS), st.just("import"), st.text(max_size=8), st.integers())
+    counts = st.one_of(st.integers(-1, 8), st.just(True), st.just(2**70), st.just("3"))
+    document = _object(
+        format=st.sampled_from(("agent-memory/session@1", "agent-memory/session@1", "agent-memory/session@2", "")),
+        app_name=st.sampled_from(APPS),
+        user_id=st.sampled_from(USERS),
+        session_id=ids,
+        create_time=timestamps(),
+        last_update_time=timestamps(),
+        version=counts,
+        last_seq=counts,
+        state=st.one_of(_object(session=states(), user=states(), app=states()), json_values(2)),
+        memo=st.one_of(states(), st.builds(lambda t: {"big": t}, huge_strings(one_in=2)), json_values(1)),
+        compaction=_object(summary_event_id=st.one_of(st.none(), st.sampled_from(EVENT_IDS)), end_seq=counts),
+        events=st.one_of(st.lists(event, max_size=5), json_values(1)),
+    )
+    return st.one_of(document, document, document, json_values(3))
+
+
+def memo_bodies() -> st.SearchStrategy[Any]:
+    """``PUT …/memo``: ``{"memo": {...}}`` with hostile memos (deep, huge, not an object), or anything."""
+    memo = st.one_of(states(), nested(), st.builds(lambda t: {"big": t}, huge_strings(one_in=2)), json_values(2))
+    return st.one_of(_object(memo=memo, x=json_values(1)), json_values(3))
+
+
 def memory_bodies() -> st.SearchStrategy[Any]:
     memory = _object(
         text=st.one_of(
@@ -607,6 +652,8 @@ _QUERY_PARAMS = {
         "profile",
     ),
     "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k", "min_score"),
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/export": ("format",),
+    "POST /apps/{app_name}/users/{user_id}/sessions/import": ("session_id", "replace"),
 }
 
 _BODIES: dict[str, st.SearchStrategy[Any]] = {
@@ -615,6 +662,8 @@ _BODIES: dict[str, st.SearchStrategy[Any]] = {
     "POST /apps/{app_name}/users/{user_id}/memories": memory_bodies(),
     "POST /apps/{app_name}/users/{user_id}/memories/search": search_bodies(),
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": context_bodies(),
+    "POST /apps/{app_name}/users/{user_id}/sessions/import": import_bodies(),
+    "PUT /apps/{app_name}/users/{user_id}/sessions/{session_id}/memo": memo_bodies(),
 }
 
 _POOLS = {"app_name": APPS, "user_id": USERS, "session_id": SESSIONS, "memory_id": ("m1", "mem-x", "0" * 64)}

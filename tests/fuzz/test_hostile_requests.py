@@ -48,6 +48,10 @@ PER_ROUTE = {
     "DELETE /apps/{app_name}/users/{user_id}/memories": 30,
     "GET /apps/{app_name}/users/{user_id}/profile": 60,
     "GET /openapi.json": 20,
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/export": 60,
+    "POST /apps/{app_name}/users/{user_id}/sessions/import": 200,
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/memo": 30,
+    "PUT /apps/{app_name}/users/{user_id}/sessions/{session_id}/memo": 90,
 }
 SENDERS = 4
 REPLAYS = 400  # failing requests replayed one by one to find their cause in the server's log

@@ -135,7 +135,7 @@ def test_the_probe_saw_the_whole_package(probe: dict[str, Any]) -> None:
     assert probe["modules"] == len(package_files)
     assert probe["handlers"] == len(list((ROOT / "functions").glob("*/app.py"))) == 12
     assert probe["lazy"] > 0
-    assert {"numpy", "onnxruntime", "tokenizers", "aws-lambda-powertools", "pydantic"} <= set(probe["used"])
+    assert {"numpy", "onnxruntime", "tokenizers", "aws-lambda-powertools", "pydantic", "pyyaml"} <= set(probe["used"])
     assert set(probe["shipped"]) >= {"numpy", "onnxruntime", "httpx"}
 
 

@@ -162,6 +162,24 @@ class Call:
 
 
 EVENT = {"author": "user", "content": {"role": "user", "parts": [{"text": "more tea"}]}}
+
+
+def exported(state_app: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A small export document (``POST …/sessions/import``)."""
+    return {
+        "format": "agent-memory/session@1",
+        "app_name": APP,
+        "user_id": "x",
+        "session_id": "imp1",
+        "create_time": 1.0,
+        "last_update_time": 2.0,
+        "version": 1,
+        "last_seq": 1,
+        "state": {"session": {}, "user": {}, "app": state_app or {}},
+        "events": [{**EVENT, "id": "e1", "timestamp": 2.0, "seq": 1}],
+    }
+
+
 CALLS = (
     Call("POST", "/apps/{app}/users/{user}/sessions", 201, body={"session_id": "s2"}),
     Call("GET", "/apps/{app}/users/{user}/sessions", 200),
@@ -186,6 +204,10 @@ CALLS = (
     Call("DELETE", "/apps/{app}/users/{user}/memories", 204),
     Call("GET", "/apps/{app}/users/{user}/profile", 200),
     Call("GET", "/openapi.json", 200),
+    Call("GET", "/apps/{app}/users/{user}/sessions/s1/export", 200),
+    Call("POST", "/apps/{app}/users/{user}/sessions/import", 201, body=exported(), query={"replace": "true"}),
+    Call("GET", "/apps/{app}/users/{user}/sessions/s1/memo", 200),
+    Call("PUT", "/apps/{app}/users/{user}/sessions/s1/memo", 200, body={"memo": {"a": 1}}),
 )
 BY_KEY = {call.key: call for call in CALLS}
 
@@ -270,6 +292,7 @@ def test_alice_cannot_see_bobs_data_in_any_answer(jwt_mode: Gateway) -> None:
             "events[1].actions.state_delta.app:k",
         ),
         ("/sessions", {"session_id": "s9", "state": {"user:x": 1, "app:x": 2}}, "state.app:x"),
+        ("/sessions/import", exported({"theme": "dark"}), "state.app"),
     ],
 )  # fmt: skip
 def test_writing_app_state_needs_an_admin(jwt_mode: Gateway, path: str, body: Any, field: str) -> None:

@@ -21,7 +21,7 @@ from agent_memory.policy.access import (
     claim_values,
     principal,
 )
-from agent_memory.requests import CreateSessionRequest, EventBatch
+from agent_memory.requests import CreateSessionRequest, EventBatch, SessionDocument
 from agent_memory.routes import ROUTES
 
 JWT = AuthConfig(mode="jwt", app_claim="custom:app", admin_group="admins")
@@ -130,6 +130,21 @@ def test_app_state_key_of_each_body() -> None:
     assert app_state_key(batch) == "events[1].actions.state_delta.app:b"
     assert app_state_key(CreateSessionRequest.model_validate({"state": {"app:x": 1}})) == "state.app:x"
     assert app_state_key(CreateSessionRequest.model_validate({})) is None
+    document = {
+        "format": "agent-memory/session@1",
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": "s",
+        "create_time": 1.0,
+        "last_update_time": 1.0,
+        "version": 0,
+        "last_seq": 1,
+        # an imported event's app: delta is history (never applied): only the document's state.app is written
+        "events": [{**writes_app, "id": "e1", "timestamp": 1.0, "seq": 1}],
+    }
+    assert app_state_key(SessionDocument.model_validate(document)) is None
+    with_app = {**document, "state": {"app": {"theme": "dark"}}}
+    assert app_state_key(SessionDocument.model_validate(with_app)) == "state.app"
     assert app_state_key(None) is None
     with pytest.raises(Forbidden):
         authorize_body(ALICE, JWT, batch)

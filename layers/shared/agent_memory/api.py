@@ -12,7 +12,9 @@ unexpected is logged and answered with a JSON 500 that reveals nothing.
 
 Request bodies are parsed once, by the hardened parser (``jsonvalues.parse_json_body``) that the resolver
 uses for every ``Body()`` parameter, whatever the ``Content-Type`` says (``curl -d`` sends form-urlencoded):
-a body that is not UTF-8, not JSON, or JSON this service refuses answers 400 naming ``body``.
+a body that is not UTF-8, not JSON, or JSON this service refuses answers 400 naming ``body``. One exception: the
+import (``POST …/sessions/import``) with a YAML ``Content-Type`` is read by ``yamlio.parse_yaml_body``, which
+refuses what the JSON parser refuses and YAML's aliases, anchors and tags besides (``RequestEvent.json_body``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
 from .policy import access
 from .requests import UNION_TAGS
+from .yamlio import YAML, content_type_is_yaml, parse_yaml_body
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -122,6 +125,28 @@ class RequestEvent(APIGatewayProxyEventV2):
     """The HTTP API event, with a body decoded strictly: bad base64 or UTF-8 is the client's error (400)."""
 
     @cached_property
+    def json_body(self) -> Any:
+        """The body as JSON values: by the JSON parser, or, for the import sent as YAML, by the YAML one. Both
+        refuse the same values; only the import's route reads YAML (elsewhere a YAML body is not JSON: 400)."""
+        text = self.decoded_body
+        if not text:
+            return None
+        if (
+            content_type_is_yaml(self.headers.get("content-type"))
+            and self.http_method == "POST"
+            and self.path.rstrip("/").endswith(IMPORT_PATH_SUFFIX)
+        ):
+            if not text.strip():
+                return None
+            try:
+                return parse_yaml_body(text)
+            except JsonTooLarge as exc:
+                raise PayloadTooLarge(str(exc), field="body") from exc
+            except JsonRejected as exc:
+                raise InvalidInput(str(exc), field="body") from exc
+        return self._json_deserializer(text)
+
+    @cached_property
     def decoded_body(self) -> str | None:
         body = self.body
         if not body:
@@ -137,6 +162,18 @@ class RequestEvent(APIGatewayProxyEventV2):
             return raw.decode("utf-8")
         except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise InvalidInput("body is not valid UTF-8 text", field="body") from exc
+
+
+# The import's route (routes.py): the one route that also reads YAML bodies.
+IMPORT_PATH_SUFFIX = "/sessions/import"
+
+
+def yaml_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response[str]:
+    """A YAML response (``application/yaml``), refused past ``jsonio.RESPONSE_CAP`` as ``json_response`` does."""
+    if wire_size(text) > RESPONSE_CAP:
+        logger.warning("response over the cap; answered 413", extra={"bytes": wire_size(text), "status": status})
+        return error_response(413, "response_too_large", f"the response would take more than {RESPONSE_CAP} bytes")
+    return Response(status_code=status, content_type=YAML, body=text, headers=headers)
 
 
 _POWERTOOLS_PARAMETER = re.compile(r"<(\w+)>")

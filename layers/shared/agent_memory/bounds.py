@@ -185,3 +185,16 @@ def check_extra_json(value: Any) -> None:
         check_json_value(value, max_depth=MAX_VALUE_DEPTH)
     except JsonRejected as exc:
         raise PydanticCustomError("json_value", "{reason}", {"reason": str(exc)}) from exc
+
+
+# --- a session's memo (``PUT …/memo``, exports) -------------------------------------------------------------
+MAX_MEMO_BYTES = 65_536
+
+Memo = Annotated[
+    dict[str, Any],
+    _bounded_json(MAX_MEMO_BYTES),
+    Field(
+        description=f"the application's own JSON object kept with the session: at most {MAX_MEMO_BYTES} bytes as "
+        f"JSON (413 beyond), nesting at most {MAX_VALUE_DEPTH} levels"
+    ),
+]

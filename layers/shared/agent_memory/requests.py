@@ -30,12 +30,14 @@ from .bounds import (
     MAX_QUERY_CHARS,
     Fraction,
     Identifier,
+    Memo,
     Metadata,
     Policy,
     QueryInt,
     State,
     StrictCount,
     TimeInput,
+    Timestamp,
     Utf8Str,
 )
 from .models import Event, reject_two_spellings
@@ -279,3 +281,71 @@ class ContextRequest(_Request):
         default=None, description="the memory search's `min_score` (needs `memories`): " + MIN_SCORE_DESCRIPTION
     )
     profile: StrictBool = Field(default=False, description="add what is known about the user as a system message")
+
+
+# --- export / import and the memo -----------------------------------------------------------------------------
+
+EXPORT_FORMAT = "agent-memory/session@1"
+
+ExportFormat = Annotated[
+    Literal["json", "yaml"], Query(description="`json` (default, `application/json`) or `yaml` (`application/yaml`)")
+]
+Replace = Annotated[
+    bool, Query(description="replace a session that exists under the id (default false: 409 `already_exists`)")
+]
+ImportSessionId = Annotated[
+    Identifier | None,
+    Query(description=f"the id to import the session under (default: the document's `session_id`): {_ID}"),
+]
+
+
+class ImportedEvent(Event):
+    """An event of an export, as ``GET`` returned it: its ``id``, ``seq`` and ``timestamp`` are kept as given (the
+    Event model's other fields and bounds apply; chat-message forms are not converted)."""
+
+    id: Identifier = Field(description="the event's id, kept")
+    timestamp: Timestamp = Field(description="kept as given")
+    seq: Annotated[int, Strict(), Field(ge=1, description="kept as given; increasing along the list")]
+
+    @classmethod
+    def _prepare(cls, data: Any) -> Any:
+        return dict(data) if isinstance(data, dict) else data
+
+
+class ImportedState(_Request):
+    """A session's state by scope, keys without their prefixes."""
+
+    session: State = Field(default_factory=dict, description="the session's own keys (no `app:`/`user:`/`temp:`)")
+    user: State = Field(default_factory=dict, description="`user:` keys, without the prefix: set for the user")
+    app: State = Field(default_factory=dict, description="`app:` keys, without the prefix: set for the app")
+
+
+class ImportedCompaction(_Request):
+    """The compaction watermark: the newest summary event and the last seq it covers."""
+
+    summary_event_id: Identifier | None = Field(default=None, description="a compaction event of `events`, or null")
+    end_seq: StrictCount = Field(default=0, ge=0)
+
+
+class SessionDocument(_Request):
+    """``POST …/sessions/import``: a session as ``GET …/export`` gives it (JSON, or YAML with
+    ``Content-Type: application/yaml``)."""
+
+    format: Literal["agent-memory/session@1"] = Field(description=f"`{EXPORT_FORMAT}`")
+    app_name: Identifier = Field(description="where it was exported from (the path names where it goes)")
+    user_id: Identifier
+    session_id: Identifier = Field(description="the id it is imported under unless `?session_id=` names one")
+    create_time: Timestamp
+    last_update_time: Timestamp
+    version: StrictCount = Field(ge=0)
+    last_seq: StrictCount = Field(ge=0)
+    state: ImportedState = Field(default_factory=ImportedState)
+    memo: Memo = Field(default_factory=dict)
+    compaction: ImportedCompaction = Field(default_factory=ImportedCompaction)
+    events: list[ImportedEvent] = Field(default_factory=list, description="every event, oldest first")
+
+
+class MemoRequest(_Request):
+    """``PUT …/memo``: the memo to keep (replaces the one stored)."""
+
+    memo: Memo

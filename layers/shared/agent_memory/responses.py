@@ -156,3 +156,38 @@ class Profile(_Response):
         description="name, allergies, diet, dislikes, preferences, people, places, work, other; newest first in each"
     )
     memory_count: int = Field(description="how many memories the profile was built from")
+
+
+# --- export / import and the memo -----------------------------------------------------------------------------
+
+
+class ExportedState(_Response):
+    session: dict[str, Any] = Field(description="the session's own keys")
+    user: dict[str, Any] = Field(description="the user's keys, without `user:`")
+    app: dict[str, Any] = Field(description="the app's keys, without `app:`")
+
+
+class ExportedCompaction(_Response):
+    summary_event_id: str | None = Field(description="the newest compaction event, or null")
+    end_seq: int = Field(description="the last seq it covers (the compaction watermark)")
+
+
+class SessionExport(_Response):
+    """A whole session as one document (`GET …/export`; YAML is the same tree), what the import takes back."""
+
+    format: str = Field(description="`agent-memory/session@1`")
+    app_name: str
+    user_id: str
+    session_id: str
+    create_time: float
+    last_update_time: float
+    version: int
+    last_seq: int
+    state: ExportedState
+    memo: dict[str, Any]
+    compaction: ExportedCompaction
+    events: list[Event] = Field(description="every event up to `last_seq`, summaries included, with `seq`")
+
+
+class MemoResponse(_Response):
+    memo: dict[str, Any] = Field(description="the session's memo; `{}` when never written")

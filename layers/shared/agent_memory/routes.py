@@ -29,9 +29,12 @@ from .requests import (
     ContextRequest,
     CreateSessionRequest,
     EventPageLimit,
+    ExportFormat,
     IfMatch,
     IfNoneMatch,
+    ImportSessionId,
     Limit,
+    MemoRequest,
     MemoryCount,
     MemoryId,
     MemoryMinScore,
@@ -39,9 +42,11 @@ from .requests import (
     MinScore,
     NextToken,
     NumRecentEvents,
+    Replace,
     SaveMemoriesRequest,
     SearchQuery,
     SearchRequest,
+    SessionDocument,
     SessionId,
     SystemMessages,
     TopK,
@@ -187,6 +192,28 @@ def forget_all(app_name: AppName, user_id: UserId) -> None: ...
 def openapi() -> None: ...
 
 
+def export_session(
+    app_name: AppName, user_id: UserId, session_id: SessionId, format: ExportFormat = "json"
+) -> None: ...
+
+
+def import_session(
+    app_name: AppName,
+    user_id: UserId,
+    body: Annotated[SessionDocument, Body()],
+    session_id: ImportSessionId = None,
+    replace: Replace = False,
+) -> None: ...
+
+
+def get_memo(app_name: AppName, user_id: UserId, session_id: SessionId) -> None: ...
+
+
+def put_memo(
+    app_name: AppName, user_id: UserId, session_id: SessionId, body: Annotated[MemoRequest, Body()]
+) -> None: ...
+
+
 _SESSIONS = "/apps/{app_name}/users/{user_id}/sessions"
 _SESSION = _SESSIONS + "/{session_id}"
 _MEMORIES = "/apps/{app_name}/users/{user_id}/memories"
@@ -286,6 +313,45 @@ ROUTES: tuple[Route, ...] = (
         "Compact a session now",
         {200: out.CompactResponse},
         errors=(404, 502, 504),
+    ),
+    # --- export / import and the memo ---
+    Route(
+        "GET",
+        _SESSION + "/export",
+        "GetSessionFunction",
+        export_session,
+        "Export a whole session (state, memo, every event with its seq, summaries) as JSON or YAML",
+        {200: out.SessionExport},
+        errors=(404,),
+        headers={200: _ETAG},
+    ),
+    Route(
+        "POST",
+        _SESSIONS + "/import",
+        "CreateSessionFunction",
+        import_session,
+        "Import an exported session (JSON, or YAML with `Content-Type: application/yaml`), all or nothing",
+        {201: out.Session},
+        errors=(409, 429),
+        headers={201: _ETAG},
+    ),
+    Route(
+        "GET",
+        _SESSION + "/memo",
+        "GetSessionFunction",
+        get_memo,
+        "Read a session's memo",
+        {200: out.MemoResponse},
+        errors=(404,),
+    ),
+    Route(
+        "PUT",
+        _SESSION + "/memo",
+        "AppendEventFunction",
+        put_memo,
+        "Replace a session's memo (a JSON object, at most 64 KB; the version does not move)",
+        {200: out.MemoResponse},
+        errors=(404,),
     ),
     Route(
         "POST",

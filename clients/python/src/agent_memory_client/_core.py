@@ -484,3 +484,55 @@ class Core:
     def get_profile(self, app_name: str, user_id: str) -> Flow[Profile]:
         response = yield from self.exchange(Call("GET", path("apps", app_name, "users", user_id, "profile")))
         return Profile.model_validate(self.json(response))
+
+    # --- export / import and the memo -----------------------------------------------------------------------
+
+    def export_session(self, app_name: str, user_id: str, session_id: str, fmt: str) -> Flow[dict[str, Any] | str]:
+        if fmt not in ("json", "yaml"):
+            raise ValueError("format must be 'json' or 'yaml'")
+        route = path("apps", app_name, "users", user_id, "sessions", session_id, "export")
+        response = yield from self.exchange(Call("GET", route, query({"format": fmt})))
+        if fmt == "yaml":
+            return response.text
+        document = self.json(response)
+        if not isinstance(document, dict):
+            raise ServerError("expected an export document", status=response.status_code, code="invalid_response")
+        return document
+
+    def import_session(
+        self,
+        app_name: str,
+        user_id: str,
+        document: Mapping[str, Any] | str | bytes,
+        *,
+        session_id: str | None,
+        replace: bool,
+        fmt: str | None,
+    ) -> Flow[Session]:
+        headers: dict[str, str] = {}
+        if isinstance(document, Mapping):
+            body = dump_json(dict(document))
+        else:
+            body = document.encode("utf-8") if isinstance(document, str) else bytes(document)
+            if (fmt or "yaml") == "yaml":
+                headers["Content-Type"] = "application/yaml"
+        route = path("apps", app_name, "users", user_id, "sessions", "import")
+        params = {"session_id": session_id, "replace": True if replace else None}
+        # A replace stores the same session again: safe to resend. A plain import is not (its retry after a lost
+        # answer meets the session it stored: 409), so only an attempt that never reached the service is resent.
+        call = Call(
+            "POST", route, query(params), body=body, headers=headers, replay=Replay.SAFE if replace else Replay.UNSENT
+        )
+        response = yield from self.exchange(call)
+        return self.session(response)
+
+    def get_memo(self, app_name: str, user_id: str, session_id: str) -> Flow[dict[str, Any]]:
+        route = path("apps", app_name, "users", user_id, "sessions", session_id, "memo")
+        response = yield from self.exchange(Call("GET", route))
+        return dict(self.json(response).get("memo") or {})
+
+    def put_memo(self, app_name: str, user_id: str, session_id: str, memo: Mapping[str, Any]) -> Flow[dict[str, Any]]:
+        route = path("apps", app_name, "users", user_id, "sessions", session_id, "memo")
+        # The memo is replaced whole (last writer wins): a resend writes the same value.
+        response = yield from self.exchange(Call("PUT", route, body=dump_json({"memo": dict(memo)})))
+        return dict(self.json(response).get("memo") or {})

@@ -253,6 +253,40 @@ class Client(_Base):
         """Compact the session now."""
         return self._run(self._core.compact(app_name, user_id, session_id))
 
+    # --- export / import and the memo -----------------------------------------------------------------------
+
+    def export_session(
+        self, app_name: str, user_id: str, session_id: str, *, format: str = "json"
+    ) -> dict[str, Any] | str:
+        """The whole session as one document: its state by scope, memo, compaction watermark and every event
+        with its ``seq``. ``format="json"``: the document as a dict; ``"yaml"``: its YAML text."""
+        return self._run(self._core.export_session(app_name, user_id, session_id, format))
+
+    def import_session(
+        self,
+        app_name: str,
+        user_id: str,
+        document: Mapping[str, Any] | str | bytes,
+        *,
+        session_id: str | None = None,
+        replace: bool = False,
+        format: str | None = None,
+    ) -> Session:
+        """Store an exported session (a dict, or the text ``export_session`` gave: YAML unless ``format="json"``)
+        under ``session_id`` (default: the document's), all or nothing. ``replace``: replace an existing session
+        (else ``AlreadyExists``). Returns the session as a create answers it (no events)."""
+        return self._run(
+            self._core.import_session(app_name, user_id, document, session_id=session_id, replace=replace, fmt=format)
+        )
+
+    def get_memo(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """The session's memo (``{}`` when never written)."""
+        return self._run(self._core.get_memo(app_name, user_id, session_id))
+
+    def put_memo(self, app_name: str, user_id: str, session_id: str, memo: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the session's memo (a JSON object, at most 64 KB); the session's version does not move."""
+        return self._run(self._core.put_memo(app_name, user_id, session_id, memo))
+
     # --- long-term memory -----------------------------------------------------------------------------------
 
     def save_memories(
@@ -459,6 +493,37 @@ class AsyncClient(_Base):
     async def compact(self, app_name: str, user_id: str, session_id: str) -> CompactResult:
         """See ``Client.compact``."""
         return await self._run(self._core.compact(app_name, user_id, session_id))
+
+    # --- export / import and the memo -----------------------------------------------------------------------
+
+    async def export_session(
+        self, app_name: str, user_id: str, session_id: str, *, format: str = "json"
+    ) -> dict[str, Any] | str:
+        """See ``Client.export_session``."""
+        return await self._run(self._core.export_session(app_name, user_id, session_id, format))
+
+    async def import_session(
+        self,
+        app_name: str,
+        user_id: str,
+        document: Mapping[str, Any] | str | bytes,
+        *,
+        session_id: str | None = None,
+        replace: bool = False,
+        format: str | None = None,
+    ) -> Session:
+        """See ``Client.import_session``."""
+        return await self._run(
+            self._core.import_session(app_name, user_id, document, session_id=session_id, replace=replace, fmt=format)
+        )
+
+    async def get_memo(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """See ``Client.get_memo``."""
+        return await self._run(self._core.get_memo(app_name, user_id, session_id))
+
+    async def put_memo(self, app_name: str, user_id: str, session_id: str, memo: Mapping[str, Any]) -> dict[str, Any]:
+        """See ``Client.put_memo``."""
+        return await self._run(self._core.put_memo(app_name, user_id, session_id, memo))
 
     # --- long-term memory -----------------------------------------------------------------------------------
 

@@ -143,8 +143,13 @@ def authorize(
 
 def app_state_key(body: Any) -> str | None:
     """The field of a validated request body that writes ``app:`` state (shared by every user of the app), or
-    None: an append's ``actions.state_delta`` (one event or a batch) or a new session's ``state``."""
+    None: an append's ``actions.state_delta`` (one event or a batch), a new session's ``state``, or an imported
+    session's ``state.app``."""
     events: Iterable[tuple[str, Any]]
+    scoped = getattr(body, "state", None)
+    if scoped is not None and hasattr(scoped, "app"):
+        # An import's document: it sets its `state.app` keys; its events' deltas are history, never applied.
+        return "state.app" if scoped.app else None
     if hasattr(body, "events") and isinstance(body.events, list):
         events = ((f"events[{i}].", event) for i, event in enumerate(body.events))
     elif hasattr(body, "actions"):

@@ -19,3 +19,16 @@ def validate_identifier(value: object, field: str, error: type[AgentMemoryError]
             field=field,
         )
     return value
+
+
+# Literal path segments beside ``…/sessions/{session_id}`` (``POST …/sessions/import``): never a session's id, so
+# that a route can never be taken for a session's.
+RESERVED_SESSION_IDS = frozenset({"import"})
+
+
+def validate_new_session_id(value: object, field: str, error: type[AgentMemoryError] = InvalidInput) -> str:
+    """``validate_identifier``, and not a reserved name (``RESERVED_SESSION_IDS``): the id of a session to create."""
+    session_id = validate_identifier(value, field, error)
+    if session_id in RESERVED_SESSION_IDS:
+        raise error(f"{field} {session_id!r} is reserved (a route's name); choose another id", field=field)
+    return session_id

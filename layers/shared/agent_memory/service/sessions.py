@@ -23,7 +23,7 @@ from ..errors import (
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session
-from ..policy.identifiers import validate_identifier
+from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
     EventCursor,
@@ -139,7 +139,7 @@ class SessionService:
         if session_id is None:
             session_id = str(uuid.uuid4())
         else:
-            validate_identifier(session_id, "session_id", UnprocessableInput)
+            validate_new_session_id(session_id, "session_id", UnprocessableInput)
         now = self._clock()
         record = SessionRecord(app_name, user_id, session_id, create_time=now, update_time=now)
         stored, created = self.store.create_session(record, split_delta(state or {}))

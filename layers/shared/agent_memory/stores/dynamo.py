@@ -2,15 +2,19 @@
 
 Items (``PK`` / ``SK``):
 
-- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, session state, the incarnation ``inc``;
+- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, session state, the incarnation ``inc``, the
+  ``memo`` (JSON text; ``PUT …/memo``);
   ``deleting`` while a DELETE is under way (a tombstone: reads answer 404, writes fail their condition);
+  ``importing`` (the import's incarnation) and ``import_started`` while an import writes the session's events (a
+  placeholder: reads answer 404 and writes fail their condition until the import's last write replaces it);
   ``app_pk`` / ``app_sk`` (``{user}#{session}``), the keys of the sparse global index ``by_app`` that lists an
   app's sessions, set at create and removed by a delete (never written by an append)
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
 - event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, ``ts``, the incarnation ``inc``, the
-  writing request's token ``w`` and the version ``v`` its transaction made; local secondary indexes ``by_seq``
-  and ``by_ts`` order a session's events by sequence number and by timestamp.
+  writing request's token ``w`` and the version ``v`` its transaction made (``imp`` on an imported event: the
+  change feed skips it); local secondary indexes ``by_seq`` and ``by_ts`` order a session's events by sequence
+  number and by timestamp.
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
 ``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
@@ -44,6 +48,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -51,6 +56,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from ..aws import WRITE_BUDGET_S, capacity_error, error_code
 from ..errors import (
+    AlreadyExists,
     Conflict,
     EventIdConflict,
     PayloadTooLarge,
@@ -59,7 +65,7 @@ from ..errors import (
     ServiceUnavailable,
     SessionNotFound,
 )
-from ..jsonio import Unreadable, event_size, load_stored, readable_timestamp, unreadable_event
+from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.quotas import NO_QUOTAS, SESSIONS_PER_USER, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
@@ -95,6 +101,14 @@ _MAX_SEQ = 2**62
 # A paged read of the newest N events reads them newest first in one query when N is at most this (items in
 # memory: at most this many); a larger N finds its window's first seq first (no bodies), then pages forward.
 _BACKWARD_READ_MAX = 100
+# An import's placeholder older than this was left by an import that died (the API's functions stop at 29 s, so no
+# import still writes): a create or another import of the id may take its place. Younger, it may be one still
+# writing, whose events share the id's keys: they answer 503 with Retry-After until then.
+IMPORT_STALE_S = 45.0
+IMPORTED_ATTR = "imp"
+# Threads writing an import's events at once (botocore clients are thread-safe; the pool's default is 10).
+IMPORT_WRITERS = 8
+MEMO_ATTR = "memo"
 # A Query's Limit stays an int32 whatever a client asks for (one call returns at most 1 MB anyway).
 _QUERY_LIMIT_MAX = 10_000
 # Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
@@ -416,6 +430,12 @@ class DynamoSessionStore:
                 # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
                 return stored, stored.incarnation == incarnation
             existing = self._session_marks(key, budget)
+            if existing is not None and "importing" in existing and "deleting" not in existing:
+                # An import is writing this session: it is not there yet, and it is not ours to take.
+                if not _stale_import(existing):
+                    raise _import_under_way(existing)
+                self.delete_session(key)  # an import that died: its placeholder and events go
+                continue
             if existing is not None and "deleting" in existing:
                 # A DELETE stopped part-way: finish it, then take the tombstone's place.
                 self._purge(key, budget)
@@ -457,15 +477,16 @@ class DynamoSessionStore:
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :s)",
             "ExpressionAttributeValues": {":pk": _s(pk), ":s": _s("S#")},
-            "ProjectionExpression": "deleting, expires_at",
+            "ProjectionExpression": "deleting, expires_at, importing",
             "ConsistentRead": True,
         }
         while True:
             response = budget.call(self._db.query, **params)
             for session in response.get("Items", []):
                 expires = _number(session, "expires_at")
-                # Tombstones were taken out when they were laid; expired sessions are about to go.
-                if "deleting" not in session and (expires is None or expires > now):
+                # Tombstones were taken out when they were laid; expired sessions are about to go; an import's
+                # placeholder is counted when the import commits.
+                if "deleting" not in session and "importing" not in session and (expires is None or expires > now):
                     held += 1
             if "LastEvaluatedKey" not in response:
                 break
@@ -546,7 +567,7 @@ class DynamoSessionStore:
         pk = session_pk(key.app_name, key.user_id)
         found = self._get_items([(pk, f"S#{key.session_id}"), (pk, STATE_SK), (f"A#{key.app_name}", STATE_SK)])
         session = found.get((pk, f"S#{key.session_id}"))
-        if session is None or "deleting" in session:
+        if session is None or "deleting" in session or "importing" in session:
             return None
         record = _record_from_item(session)
         record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
@@ -576,7 +597,8 @@ class DynamoSessionStore:
                 sk = item["SK"]["S"]
                 if sk == STATE_SK:
                     user_item = item
-                elif sk.startswith("S#") and "deleting" not in item:  # a session being deleted is gone for readers
+                elif sk.startswith("S#") and "deleting" not in item and "importing" not in item:
+                    # a session being deleted is gone for readers, one being imported not there yet
                     cursor = UserCursor.of(_record_from_item(item, with_state=False))
                     if after is None or cursor > after:
                         candidates.append((cursor, item))
@@ -627,7 +649,7 @@ class DynamoSessionStore:
         records = []
         for pk, sk in page:
             item = found.get((pk, sk))
-            if item is None or "deleting" in item:
+            if item is None or "deleting" in item or "importing" in item:
                 continue
             record = _record_from_item(item)
             record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
@@ -699,7 +721,7 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="inc, deleting",
+            ProjectionExpression="inc, deleting, importing, import_started",
         ).get("Item")
         return item
 
@@ -749,6 +771,227 @@ class DynamoSessionStore:
         # Objects written after the purge began belong to a session created since (or to an append of the
         # deleted one that cannot commit: it stays tagged staged and the lifecycle rule expires it).
         budget.call(self._blobs.delete_prefix, blob_prefix(key), keep_prefix=keep, modified_before=started)
+
+    # --- export / import: the memo and a whole session at once ---------------------------------------------
+
+    def put_memo(self, key: SessionKey, memo: dict[str, Any]) -> None:
+        """One conditional update of the session item: idempotent, so a retry after a lost answer is harmless."""
+        try:
+            _Budget().call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                UpdateExpression="SET #memo = :memo",
+                ConditionExpression="attribute_exists(PK) AND attribute_not_exists(deleting) "
+                "AND attribute_not_exists(importing)",
+                ExpressionAttributeNames={"#memo": MEMO_ATTR},
+                ExpressionAttributeValues={":memo": _s(dumps(memo))},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException as exc:
+            raise SessionNotFound(key.session_id) from exc
+        except Exception as exc:
+            if error_code(exc) == "ValidationException" and "size" in str(exc):
+                raise PayloadTooLarge(
+                    "the memo would grow the session's item past DynamoDB's 400 KB limit (with its state)",
+                    field="memo",
+                ) from exc
+            raise
+
+    def import_session(self, record: SessionRecord, events: list[dict[str, Any]], *, replace: bool) -> SessionRecord:
+        """A placeholder, the events, then the session in one conditional write (see docs/design.md, "Import").
+
+        1. A placeholder session item (``importing``) claims the id: readers answer 404, appends and creates fail,
+           a concurrent import answers 409. ``replace``: the existing session is deleted first (the new events
+           share its keys ``V#{id}``), so readers see the old session, then none, then the new one; never a mix.
+        2. Whatever an earlier import or delete of the id left is purged; the events are written (BatchWriteItem,
+           any number; large bodies to S3) under the import's own incarnation, marked ``imp``.
+        3. One transaction replaces the placeholder with the session item (on the condition that it is still this
+           import's placeholder), counts it in the user's sessions (the quota) and sets the user and app state.
+
+        A fault before 3 leaves only the placeholder and events no reader sees; a retry takes the placeholder over
+        once it is stale (or a DELETE removes it; a failing import removes its own when it can) and purges them. A
+        lost answer of 3 is recognised by the incarnation."""
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        self._quotas.check_events(0, record.last_seq)
+        budget = _Budget()
+        incarnation = uuid.uuid4().hex
+        self._claim_import(key, incarnation, replace, budget)
+        try:
+            self._purge(key, budget)
+            blobs = self._write_imported_events(key, events, incarnation, record.version)
+            committed = self._commit_import(key, record, incarnation, budget)
+        except QuotaExceeded:
+            with contextlib.suppress(Exception):
+                self.delete_session(key)  # nothing of a refused import stays (best effort: a retry purges it)
+            raise
+        except BaseException:
+            # A fault (503): give the id back at once, so that the retry need not wait for the placeholder to go
+            # stale; the events written stay invisible until the next import or create of the id purges them.
+            with contextlib.suppress(Exception):
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    ConditionExpression="importing = :inc",
+                    ExpressionAttributeValues={":inc": _s(incarnation)},
+                )
+            raise
+        if not committed:
+            raise Conflict("the import was interrupted by a delete or another import of this session; retry")
+        logger.info("session imported", extra={"events": len(events), "payloads": len(blobs)})
+        stored = budget.call(self.get_session, key)
+        if stored is None:
+            raise SessionNotFound(key.session_id)  # deleted the moment it was imported
+        return stored
+
+    def _claim_import(self, key: SessionKey, incarnation: str, replace: bool, budget: _Budget) -> None:
+        """Put the import's placeholder in the session's place; AlreadyExists (not ``replace``), or
+        ServiceUnavailable while another import's placeholder is not stale."""
+        placeholder = {
+            **self._session_key(key),
+            "inc": _s(incarnation),
+            "importing": _s(incarnation),
+            "import_started": _n(time.time()),
+        }
+        condition = "attribute_not_exists(PK)"
+        values: dict[str, Any] = {}
+        replaced = False
+        while True:
+            try:
+                put: dict[str, Any] = {"TableName": self._table, "Item": placeholder, "ConditionExpression": condition}
+                if values:
+                    put["ExpressionAttributeValues"] = values
+                budget.call(self._db.put_item, **put)
+                return
+            except self._db.exceptions.ConditionalCheckFailedException:
+                pass
+            marks = self._session_marks(key, budget)
+            if marks is None:
+                budget.after_race()  # gone meanwhile: claim again (bounded, as a lost race is)
+                continue
+            if "deleting" in marks:
+                # A DELETE stopped part-way: finish it, then take the tombstone's place.
+                self._purge(key, budget)
+                condition, values = "attribute_not_exists(PK) OR attribute_exists(deleting)", {}
+            elif "importing" in marks:
+                if _attr(marks, "importing") == incarnation:
+                    return  # our own placeholder: the put's answer was lost
+                if not _stale_import(marks):
+                    raise _import_under_way(marks)
+                # An import that died: take its place (its events are purged next).
+                condition = "attribute_not_exists(PK) OR attribute_exists(deleting) OR importing = :dead"
+                values = {":dead": _s(_attr(marks, "importing"))}
+            elif not replace:
+                raise AlreadyExists(f"session {key.session_id!r} exists already", field="session_id")
+            else:
+                if replaced:
+                    budget.after_race()  # re-created between our delete and our claim: delete it again
+                # Its events share the new one's keys: it goes first (readers: 404 until the import commits).
+                self.delete_session(key)
+                replaced = True
+                condition, values = "attribute_not_exists(PK)", {}
+
+    def _write_imported_events(
+        self, key: SessionKey, events: list[dict[str, Any]], incarnation: str, version: int
+    ) -> list[str]:
+        """Write the events' items (BatchWriteItem, any number) and offload large bodies; return the payloads'
+        keys. Payloads are written staged and confirmed once all are written, before the commit: a payload of an
+        import that dies before that expires by the lifecycle rule, one after is under a dead incarnation's
+        prefix, which the next purge of the id removes."""
+        expiry = self._expiry(time.time())
+        requests: list[dict[str, Any]] = []
+        blobs: list[str] = []
+        for event in events:
+            body = {k: v for k, v in event.items() if k != "seq"}
+            text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+            item: dict[str, Any] = {
+                "PK": _s(events_pk(key)),
+                "SK": _s(f"V#{event['id']}"),
+                "seq": _n(int(event["seq"])),
+                "ts": _n(float(event["timestamp"])),
+                "inc": _s(incarnation),
+                "w": _s(incarnation),
+                "v": _n(version),
+                IMPORTED_ATTR: _n(1),
+            }
+            if len(text.encode()) > self._offload_bytes:
+                blob_key = f"{incarnation_prefix(key, incarnation)}events/{event['id']}/{incarnation}.json"
+                _Budget().call(self._blobs.put, blob_key, text.encode(), staged=True)
+                blobs.append(blob_key)
+                item["blob"] = _s(blob_key)
+                stub = {k: body[k] for k in ("author", "invocation_id") if k in body}
+                item["stub"] = _s(json.dumps(stub, separators=(",", ":"), ensure_ascii=False))
+            else:
+                item["body"] = _s(text)
+            if expiry:
+                item["expires_at"] = expiry
+            requests.append({"PutRequest": {"Item": item}})
+        # Slices of 1,000 items, each with its own budget (the whole import may take longer than one write's budget
+        # without a fault), written by a few threads at once: a 6 MB body of small events is ~1,600 BatchWriteItem
+        # calls, too many to make one after another inside the function's 29 s.
+        slices = [requests[start : start + 1000] for start in range(0, len(requests), 1000)]
+        with ThreadPoolExecutor(max_workers=min(IMPORT_WRITERS, max(1, len(slices)))) as pool:
+            for done in [pool.submit(batch_write, self._db, self._table, part, _Budget()) for part in slices]:
+                done.result()
+        for blob_key in blobs:
+            _Budget().call(self._blobs.confirm, blob_key)
+        return blobs
+
+    def _commit_import(self, key: SessionKey, record: SessionRecord, incarnation: str, budget: _Budget) -> bool:
+        """The session item in the placeholder's place, counted, with the user and app state: one transaction.
+        False when the placeholder is no longer this import's (a DELETE, or another import, took it)."""
+        item: dict[str, Any] = {
+            **self._session_key(key),
+            "app_name": _s(record.app_name),
+            "user_id": _s(record.user_id),
+            "session_id": _s(record.session_id),
+            "create_time": _n(record.create_time),
+            "update_time": _n(record.update_time),
+            "version": _n(record.version),
+            "last_seq": _n(record.last_seq),
+            "inc": _s(incarnation),
+            "app_pk": _s(record.app_name),
+            "app_sk": _s(f"{record.user_id}#{record.session_id}"),
+            COUNTED_ATTR: _n(1),
+            "cmp_end": _n(record.summary_end_seq),
+        }
+        if record.summary_event_id is not None:
+            item["cmp_id"] = _s(record.summary_event_id)
+        if record.memo:
+            item[MEMO_ATTR] = _s(dumps(record.memo))
+        expiry = self._expiry(time.time())
+        if expiry:
+            item["expires_at"] = expiry
+        for k, v in record.state.items():
+            item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
+        put = {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": "importing = :inc AND attribute_not_exists(deleting)",
+            "ExpressionAttributeValues": {":inc": _s(incarnation)},
+        }
+        actions: list[dict[str, Any]] = [
+            {"Put": put},
+            self._count_update(record.app_name, record.user_id, record.user_state),
+        ]
+        if record.app_state:
+            actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, record.app_state))
+        recounted = False
+        while True:
+            try:
+                if self._try_create(actions, budget):
+                    return True
+            except QuotaExceeded:
+                if (
+                    recounted
+                    or not self._retention_s
+                    or not self._recount_sessions(record.app_name, record.user_id, budget)
+                ):
+                    raise
+                recounted = True
+                continue
+            marks = self._session_marks(key, budget)
+            # Our transaction landed and its answer was lost: the session item carries our incarnation.
+            return marks is not None and _attr(marks, "inc") == incarnation and "importing" not in marks
 
     # --- events ---------------------------------------------------------------------------------------------
 
@@ -947,10 +1190,10 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting",
+            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing",
         )
         item = response.get("Item")
-        if item is None or "deleting" in item:
+        if item is None or "deleting" in item or "importing" in item:
             return None
         return _Counters(
             version=int(item["version"]["N"]),
@@ -1169,8 +1412,8 @@ class DynamoSessionStore:
             image: dict[str, Any] = stream.raw_event.get("NewImage") or {}
             sk = str(stream.keys.get("SK", ""))
             pk = str(image.get("PK", {}).get("S", ""))
-            if not sk.startswith("V#") or not pk.startswith("E#") or pk.count("#") < 3:
-                continue
+            if not sk.startswith("V#") or not pk.startswith("E#") or pk.count("#") < 3 or IMPORTED_ATTR in image:
+                continue  # not an event; or an imported one, which auto-save never saves
             _, app_name, user_id, session_id = pk.split("#", 3)
             key = SessionKey(app_name, user_id, session_id)
             sequence = stream.sequence_number or ""
@@ -1362,6 +1605,36 @@ def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> Sessi
         summary_event_id=item["cmp_id"].get("S") if "cmp_id" in item else None,
         summary_end_seq=_whole(item, "cmp_end"),
         incarnation=_attr(item, "inc"),
+        memo=_memo_from_item(item) if with_state else {},
+    )
+
+
+def _memo_from_item(item: dict[str, Any]) -> dict[str, Any]:
+    """The session's memo (``{}`` when none was written); one that does not read is left out (logged)."""
+    if MEMO_ATTR not in item:
+        return {}
+    try:
+        memo = load_stored(item[MEMO_ATTR]["S"], verbatim=True)
+    except (KeyError, TypeError, Unreadable) as exc:
+        logger.warning(
+            "stored memo does not read; left out", extra={"pk": item.get("PK", {}).get("S"), "error": str(exc)[:200]}
+        )
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _stale_import(marks: dict[str, Any]) -> bool:
+    """Whether an import placeholder was left by an import that died (older than ``IMPORT_STALE_S``)."""
+    started = _number(marks, "import_started")
+    return started is None or started < time.time() - IMPORT_STALE_S
+
+
+def _import_under_way(marks: dict[str, Any]) -> ServiceUnavailable:
+    """503 until an import's placeholder is stale: the import may still be writing (or died a moment ago)."""
+    started = _number(marks, "import_started") or 0.0
+    wait = max(1, int(started + IMPORT_STALE_S - time.time()) + 1)
+    return ServiceUnavailable(
+        "an import of this session is under way (or failed moments ago); retry after it ends", retry_after=wait
     )
 
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from ..errors import EventIdConflict, PreconditionFailed, SessionNotFound
+from ..errors import AlreadyExists, EventIdConflict, PreconditionFailed, SessionNotFound
 from ..jsonio import dumps, event_size
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
@@ -236,6 +236,41 @@ class InMemorySessionStore:
                         events = events[:count]
                         break
             return copy.deepcopy(events)
+
+    # --- export / import: the memo and a whole session at once ---------------------------------------------
+
+    def put_memo(self, key: SessionKey, memo: dict[str, Any]) -> None:
+        with self._lock:
+            record = self._sessions.get(key)
+            if record is None:
+                raise SessionNotFound(key.session_id)
+            record.memo = copy.deepcopy(memo)
+
+    def import_session(self, record: SessionRecord, events: list[dict[str, Any]], *, replace: bool) -> SessionRecord:
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        with self._lock:
+            existing = self._sessions.get(key)
+            if existing is not None and not replace:
+                raise AlreadyExists(f"session {key.session_id!r} exists already", field="session_id")
+            if existing is None:
+                held = sum(1 for k in self._sessions if (k.app_name, k.user_id) == (key.app_name, key.user_id))
+                self._quotas.check_sessions(held)
+            self._quotas.check_events(0, record.last_seq)
+            stored = copy.deepcopy(record)
+            stored.incarnation = uuid.uuid4().hex
+            stored.user_state, stored.app_state = {}, {}
+            # Replaced whole, under the lock: a reader sees the old session or the new one. No outbox entries.
+            self._outbox = [change for change in self._outbox if change[2] != key]
+            self._due.pop(key, None)
+            self._sessions[key] = stored
+            # seq last, as every store reads an event back.
+            self._events[key] = {
+                str(e["id"]): {k: copy.deepcopy(v) for k, v in e.items() if k != "seq"} | {"seq": e["seq"]}
+                for e in events
+            }
+            self._user_state.setdefault((key.app_name, key.user_id), {}).update(copy.deepcopy(record.user_state))
+            self._app_state.setdefault(key.app_name, {}).update(copy.deepcopy(record.app_state))
+            return self._full(stored)
 
     def read_changes(self, after: int, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` change-feed records after the sequence number ``after``, oldest first."""

@@ -39,6 +39,9 @@ class SessionRecord:
     # session (events, seq, a compaction in flight) is taken for a re-created one's. "" for sessions stored
     # before incarnations existed (the legacy incarnation).
     incarnation: str = ""
+    # The application's own JSON object kept with the session (``PUT …/memo``): last writer wins, outside the
+    # version; deleted with the session.
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,24 @@ class SessionStore(Protocol):
 
     def changes(self, records: list[dict[str, Any]]) -> list[Change]:
         """New events among a batch of change-feed records (others skipped), in record order."""
+        ...
+
+    def put_memo(self, key: SessionKey, memo: dict[str, Any]) -> None:
+        """Replace the session's memo (last writer wins); neither its version nor its times move.
+        SessionNotFound when the session does not exist; PayloadTooLarge when its item cannot hold it."""
+        ...
+
+    def import_session(self, record: SessionRecord, events: list[dict[str, Any]], *, replace: bool) -> SessionRecord:
+        """Store a session exactly as ``record`` and ``events`` give it (an export): its counters, times, watermark,
+        memo and own state (``record.state``); ``record.user_state`` / ``record.app_state`` keys are set as an
+        append's delta sets them. ``events`` are event JSON with ``id``, ``seq`` (increasing) and ``timestamp``,
+        kept as given; they are not handed to the change feed (auto-save never saves an import).
+
+        All or nothing at any size: a reader sees no session (or, with ``replace``, the one replaced) until the
+        whole import is stored, and an import that failed part-way is never visible; a retry redoes it. Raises
+        AlreadyExists when the session exists and ``replace`` is False, QuotaExceeded (sessions per user, events
+        per session counted by ``record.last_seq``), PayloadTooLarge, ServiceUnavailable. Returns the stored
+        session as ``get_session`` reads it."""
         ...
 
 

@@ -6,6 +6,8 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``sessions``       one row per session: counters, times, the incarnation, the compaction watermark and
   ``due_since`` (set by an append, cleared by the schedule: a partial index is the due index)
 - ``session_state``  one row per session state key (JSON text), deleted with its session
+- ``session_memo``   the session's memo (JSON text), when one was written; deleted with its session (a table added
+  to schema version 1 by ``CREATE TABLE IF NOT EXISTS``: older files gain it when opened, older code ignores it)
 - ``user_state`` / ``app_state``  one row per user / app state key (JSON text)
 - ``events``         one row per event: ``seq``, ``ts``, the id and the body as JSON text, of any size, inline (no
   blob store: SQLite keeps large values in overflow pages); unique by (session, id) and by (session, seq)
@@ -49,7 +51,14 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
 
 from ..aws import WRITE_BUDGET_S
-from ..errors import EventIdConflict, PayloadTooLarge, PreconditionFailed, ServiceUnavailable, SessionNotFound
+from ..errors import (
+    AlreadyExists,
+    EventIdConflict,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ServiceUnavailable,
+    SessionNotFound,
+)
 from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
@@ -134,6 +143,10 @@ CREATE TABLE IF NOT EXISTS outbox (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_event ON outbox (event);
+CREATE TABLE IF NOT EXISTS session_memo (
+    session INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    memo TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS claims (
     app_name TEXT NOT NULL,
     user_id TEXT NOT NULL,
@@ -437,6 +450,16 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
     )
 
 
+def _memo(text: str, where: str) -> dict[str, Any]:
+    """A stored memo; one that does not read is left out (logged), never fatal."""
+    try:
+        memo = load_stored(text, verbatim=True)
+    except Unreadable as exc:
+        logger.warning("stored memo does not read; left out", extra={"where": where, "error": str(exc)})
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
 def _bounded(seq: int) -> int:
     return max(-_MAX_SEQ, min(_MAX_SEQ, seq))
 
@@ -484,6 +507,9 @@ class SqliteSessionStore:
         record.app_state = _state(
             conn.execute("SELECT key, value FROM app_state WHERE app_name = ?", (record.app_name,)), record.app_name
         )
+        memo = conn.execute("SELECT memo FROM session_memo WHERE session = ?", (row[0],)).fetchone()
+        if memo is not None:
+            record.memo = _memo(memo[0], where)
         return record
 
     @staticmethod
@@ -774,6 +800,72 @@ class SqliteSessionStore:
                     if size >= query.max_bytes:
                         break
             return page
+
+    # --- export / import: the memo and a whole session at once -----------------------------------------------
+
+    def put_memo(self, key: SessionKey, memo: dict[str, Any]) -> None:
+        with self._db.write() as conn:
+            row = self._session_row(conn, key)
+            if row is None:
+                raise SessionNotFound(key.session_id)
+            conn.execute(
+                "INSERT INTO session_memo (session, memo) VALUES (?, ?) ON CONFLICT DO UPDATE SET memo = excluded.memo",
+                (row[0], dumps(memo)),
+            )
+
+    def import_session(self, record: SessionRecord, events: list[dict[str, Any]], *, replace: bool) -> SessionRecord:
+        """One write transaction whatever the size: the replaced session (its rows cascade) and the new one's rows
+        commit together or not at all. No outbox rows: auto-save never saves an import."""
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        with self._db.write() as conn:
+            row = self._session_row(conn, key)
+            if row is not None and not replace:
+                raise AlreadyExists(f"session {key.session_id!r} exists already", field="session_id")
+            if row is None and self._quotas.sessions_per_user:
+                (held,) = conn.execute(
+                    "SELECT count(*) FROM sessions WHERE app_name = ? AND user_id = ?", (key.app_name, key.user_id)
+                ).fetchone()
+                self._quotas.check_sessions(held)
+            self._quotas.check_events(0, record.last_seq)
+            if row is not None:
+                conn.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+            cursor = conn.execute(
+                "INSERT INTO sessions (app_name, user_id, session_id, incarnation, create_time, update_time, version, "
+                "last_seq, summary_event_id, summary_end_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key.app_name,
+                    key.user_id,
+                    key.session_id,
+                    uuid.uuid4().hex,
+                    record.create_time,
+                    record.update_time,
+                    record.version,
+                    record.last_seq,
+                    record.summary_event_id,
+                    record.summary_end_seq,
+                ),
+            )
+            session = cursor.lastrowid
+            assert session is not None
+            self._put_state(conn, session, key, ScopedDelta(record.app_state, record.user_state, record.state))
+            if record.memo:
+                conn.execute("INSERT INTO session_memo (session, memo) VALUES (?, ?)", (session, dumps(record.memo)))
+            conn.executemany(
+                "INSERT INTO events (session, seq, ts, event_id, body) VALUES (?, ?, ?, ?, ?)",
+                (
+                    (
+                        session,
+                        e["seq"],
+                        float(e["timestamp"]),
+                        e["id"],
+                        dumps({k: v for k, v in e.items() if k != "seq"}),
+                    )
+                    for e in events
+                ),
+            )
+            row = self._session_row(conn, key)
+            assert row is not None
+            return self._full(conn, row)
 
     # --- the compaction schedule's index ----------------------------------------------------------------------
 
