@@ -143,3 +143,16 @@ class ModelFailure(AgentMemoryError):
         self.kind = kind
         self.status, self.code = self.KINDS[kind]
         self.retry_after = retry_after
+
+
+class EventNotFound(AgentMemoryError):
+    """No event of the session has this id (or no event of the invocation a rewind names)."""
+
+    status = 404
+    code = "event_not_found"
+
+
+class ToolPairConflict(Conflict):
+    """Deleting the event would split a tool call from its response (``?pairs=reject``)."""
+
+    code = "tool_pair"

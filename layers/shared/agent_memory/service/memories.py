@@ -351,6 +351,20 @@ class MemoryService:
         if memory_id.startswith("t-"):  # a direct text's claim is named by its id: the user may add it again
             self._claims.release(app_name, user_id, [TEXT_PREFIX + memory_id[2:]])
 
+    def forget_events(self, key: SessionKey, event_ids: list[str]) -> None:
+        """Forget what long-term memory holds of these events of the session (their events are being deleted),
+        as ``forget`` does for each: their claims are committed first, so that auto-save never saves them later
+        (the change feed may deliver an event after its deletion), then their records go, their text scrubbed
+        from other records' retrieval context by the store."""
+        if not event_ids:
+            return
+        self._claims.commit(key.app_name, key.user_id, [f"E#{key.session_id}#{e}" for e in event_ids])
+        wanted = {event_memory_id(key.session_id, e) for e in event_ids}
+        held = self._memories.view(key.app_name, key.user_id).records
+        doomed = sorted(wanted & held.keys())
+        if doomed:
+            self._memories.forget(key.app_name, key.user_id, doomed)
+
     def forget_all(self, app_name: str, user_id: str) -> None:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
