@@ -127,3 +127,18 @@ class MemoryEntry(_Response):
 
 class SearchResponse(_Response):
     memories: list[MemoryEntry] = Field(description="best first; none scoring below `min_score`")
+
+
+class DeletedEvents(_Response):
+    """The answer of `DELETE …/events/{event_id}`: the events deleted (the one named, its tool partners, the
+    summaries that covered one of them), oldest first, and the session's version after."""
+
+    deleted: list[str] = Field(description="ids of the events deleted, oldest first")
+    version: int = Field(description='the session\'s version after the delete; the ETag is `"<version>"`')
+
+
+class ClearedEvents(_Response):
+    """The answer of `DELETE …/events` (a clear, or a rewind with `before_seq` / `before_invocation_id`)."""
+
+    deleted: int = Field(description="how many events were deleted (summaries included)")
+    version: int = Field(description='the session\'s version after; unchanged when nothing was deleted')

@@ -1234,18 +1234,20 @@ class DynamoSessionStore:
 
     def _deletion_marks(self, key: SessionKey, *, counter_only: bool = False) -> tuple[int, list[SeqRange]]:
         """The session's deletion count and the seq ranges of its deletions not purged yet."""
-        item = (
-            _Budget()
-            .call(
-                self._db.get_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                ConsistentRead=True,
-                ProjectionExpression="dels" if counter_only else "dels, hide",
-            )
-            .get("Item")
-            or {}
+        # A Query of the one item rather than a GetItem: every function that reads events may Query the table
+        # (the read-only ones, auto-save), not all may GetItem.
+        response = _Budget().call(
+            self._db.query,
+            TableName=self._table,
+            ConsistentRead=True,
+            KeyConditionExpression="PK = :pk AND SK = :sk",
+            ExpressionAttributeValues={
+                ":pk": _s(session_pk(key.app_name, key.user_id)),
+                ":sk": _s(f"S#{key.session_id}"),
+            },
+            ProjectionExpression="dels" if counter_only else "dels, hide",
         )
+        item = (response.get("Items") or [{}])[0]
         return _whole(item, "dels"), _hidden_ranges(item)
 
     def _read_visible(self, key: SessionKey, query: EventQuery, hidden: list[SeqRange]) -> list[dict[str, Any]]:
