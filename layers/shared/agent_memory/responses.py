@@ -141,4 +141,4 @@ class ClearedEvents(_Response):
     """The answer of `DELETE …/events` (a clear, or a rewind with `before_seq` / `before_invocation_id`)."""
 
     deleted: int = Field(description="how many events were deleted (summaries included)")
-    version: int = Field(description='the session\'s version after; unchanged when nothing was deleted')
+    version: int = Field(description="the session's version after; unchanged when nothing was deleted")

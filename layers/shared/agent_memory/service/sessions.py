@@ -445,8 +445,9 @@ class SessionService:
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             if before_seq is None and before_invocation_id is None:
-                # Everything: no event needs reading, whatever their number.
-                ranges = ((1, record.last_seq),) if record.last_seq else ()
+                # Everything: no event needs reading, whatever their number (one tells whether any is left).
+                left = record.last_seq and self.store.read_events(key, EventQuery(num_recent=1))
+                ranges = ((1, record.last_seq),) if left else ()
                 return DeletePlan([], [], None, 0), ranges
             events = self.store.read_events(key, EventQuery())
             cut = before_seq
