@@ -1476,8 +1476,10 @@ class DynamoSessionStore:
                     break
                 before([i["SK"]["S"][2:] for i in items])
                 for blob in (i["blob"]["S"] for i in items if "blob" in i):
-                    # Every payload of the event (resends upload under their own token), every version.
-                    budget.call(self._blobs.delete_prefix, blob.rsplit("/", 1)[0] + "/")
+                    # Every version of the payload the item names. (Uploads of failed resends, under other tokens, are
+                    # still tagged staged: the lifecycle rule expires them. Not the event's whole folder: a new
+                    # event may reuse the id once this one is gone.)
+                    budget.call(self._blobs.delete_prefix, blob)
                 batch_write(
                     self._db,
                     self._table,
