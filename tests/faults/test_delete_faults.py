@@ -14,7 +14,7 @@ from agent_memory.stores.ports import Deletion, EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
 from tests.conftest import BUCKET, TABLE
 from tests.contract.test_session_store import event, record
-from tests.faults.test_memory_faults import assert_unavailable, claims, texts
+from tests.faults.test_memory_faults import claims, texts
 from tests.integration.conftest import Api, text_event
 
 from .injector import FaultInjector, request_json, s3_error, throttle
@@ -36,6 +36,12 @@ def _setup(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def api(aws: dict[str, Any], faults: FaultInjector) -> Api:
     return Api()
+
+
+def assert_incomplete(reply: Any) -> None:
+    """503 ``deletion_incomplete``: committed, not purged; the client sends the request again."""
+    assert reply.status == 503, (reply.status, reply.body)
+    assert reply.error["code"] == "deletion_incomplete" and int(reply.headers["retry-after"]) >= 1
 
 
 def event_items(aws: dict[str, Any], sid: str = "s1") -> list[str]:
@@ -127,7 +133,7 @@ def test_a_purge_that_keeps_failing_leaves_nothing_readable_and_the_retry_finish
 
     faults.add("BatchWriteItem", let_one_through, times=-1, when=purges_events)
     reply = api.request("DELETE", f"{S}/s1/events")
-    assert_unavailable(reply)
+    assert_incomplete(reply)
     faults.clear()
     # Part of the items went, the rest are still stored: no read shows any of them.
     left = event_items(aws)
@@ -150,7 +156,7 @@ def test_an_s3_error_deleting_a_payload_answers_503_and_the_retry_deletes_it(
     seed(api, big=True)
     assert payload_versions(aws)
     faults.fail("DeleteObjects", s3_error(), times=-1)
-    assert_unavailable(api.request("DELETE", f"{S}/s1/events/u1"))
+    assert_incomplete(api.request("DELETE", f"{S}/s1/events/u1"))
     faults.clear()
     assert payload_versions(aws)  # still there: the item that names it too
     assert "u1" in event_items(aws) and "u1" not in ids(api)
@@ -166,7 +172,7 @@ def test_a_memory_store_failure_leaves_the_events_hidden_and_the_retry_forgets_t
     seed(api)
     assert api.request("POST", "/apps/app/users/alice/memories", json_body={"session_id": "s1"}).status == 200
     faults.fail("PutObject", s3_error(), times=-1, when=lambda r: "/memories/" in r.url)
-    assert_unavailable(api.request("DELETE", f"{S}/s1/events/u3"))
+    assert_incomplete(api.request("DELETE", f"{S}/s1/events/u3"))
     faults.clear()
     assert "u3" not in ids(api)
     assert claims(aws)["E#s1#u3"] is True  # committed first: auto-save can never bring it back

@@ -156,3 +156,10 @@ class ToolPairConflict(Conflict):
     """Deleting the event would split a tool call from its response (``?pairs=reject``)."""
 
     code = "tool_pair"
+
+
+class DeletionIncomplete(ServiceUnavailable):
+    """A deletion committed (no read shows its events) whose purge (items, payloads, memories) did not finish:
+    sending the request again finishes it. Unlike ``service_unavailable``, something was done."""
+
+    code = "deletion_incomplete"

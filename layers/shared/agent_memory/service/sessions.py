@@ -11,15 +11,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..aws import capacity_error
 from ..bounds import MAX_BATCH
 from ..errors import (
     AlreadyExists,
     Conflict,
+    DeletionIncomplete,
     EventIdConflict,
     EventNotFound,
     InvalidInput,
     PayloadTooLarge,
     PreconditionFailed,
+    ServiceUnavailable,
     SessionNotFound,
     ToolPairConflict,
     UnprocessableInput,
@@ -509,7 +512,17 @@ class SessionService:
                 result = self.store.delete_events(key, deletion, expected)
             except DeletionRaced:
                 continue
-            self.store.purge_deleted(key, before)
+            try:
+                self.store.purge_deleted(key, before)
+            except Exception as exc:
+                unavailable = exc if isinstance(exc, ServiceUnavailable) else capacity_error(exc)
+                if unavailable is None:
+                    raise
+                raise DeletionIncomplete(
+                    "the events are deleted (no read shows them), but removing them from storage did not finish "
+                    f"({unavailable.message}): send the request again to finish",
+                    retry_after=unavailable.retry_after,
+                ) from exc
             return found, result.version, result.deleted
         raise Conflict("the session kept changing while the deletion was planned; retry the request")
 
