@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -336,20 +337,16 @@ class RemoteChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         """Delete every message (``clear_events``): the session stays, with its state; the messages' summaries,
         payloads and the memories saved from them go too. Nothing to do when the session does not exist."""
-        try:
+        with contextlib.suppress(NotFound):
             self._sync().clear_events(self.app_name, self.user_id, self.session_id)
-        except NotFound:
-            pass
 
     async def aclear(self) -> None:
         """See ``clear``."""
         if self.async_client is None:
             await _in_thread(self.clear)
             return
-        try:
+        with contextlib.suppress(NotFound):
             await self.async_client.clear_events(self.app_name, self.user_id, self.session_id)
-        except NotFound:
-            pass
 
 
 # --- checkpointer ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -358,7 +359,13 @@ class MemoryService:
         from other records' retrieval context by the store."""
         if not event_ids:
             return
-        self._claims.commit(key.app_name, key.user_id, [f"E#{key.session_id}#{e}" for e in event_ids])
+        keys = [f"E#{key.session_id}#{e}" for e in event_ids]
+        # A clear hands over thousands: their commits run on a few threads (each a BatchWriteItem of 25 keys).
+        chunks = [keys[start : start + 250] for start in range(0, len(keys), 250)]
+        with ThreadPoolExecutor(max_workers=min(8, len(chunks))) as pool:
+            futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, chunk) for chunk in chunks]
+        for future in futures:
+            future.result()
         wanted = {event_memory_id(key.session_id, e) for e in event_ids}
         held = self._memories.view(key.app_name, key.user_id).records
         doomed = sorted(wanted & held.keys())

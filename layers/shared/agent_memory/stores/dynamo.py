@@ -44,6 +44,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -109,7 +110,7 @@ RACE_BUDGET_S = 12.0
 # read; the retry, or the next deletion of the session, goes on where it stopped).
 PURGE_BUDGET_S = 18.0
 # Events purged per Query (keys only): each page's derived data is settled before its items go.
-_PURGE_PAGE = 500
+_PURGE_PAGE = 2_000
 # A read that met a deletion committing under it (``dels`` moved) reads again, at most this often.
 _READ_ATTEMPTS = 5
 
@@ -1480,11 +1481,8 @@ class DynamoSessionStore:
                     # still tagged staged: the lifecycle rule expires them. Not the event's whole folder: a new
                     # event may reuse the id once this one is gone.)
                     budget.call(self._blobs.delete_prefix, blob)
-                batch_write(
-                    self._db,
-                    self._table,
-                    [{"DeleteRequest": {"Key": {"PK": i["PK"], "SK": i["SK"]}}} for i in items],
-                    budget,
+                parallel_batch_write(
+                    self._db, self._table, [{"DeleteRequest": {"Key": {"PK": i["PK"], "SK": i["SK"]}}} for i in items]
                 )
                 removed += len(items)
                 if time.monotonic() - started > PURGE_BUDGET_S:
@@ -1590,6 +1588,20 @@ def batch_write(db: Any, table: str, requests: list[dict[str, Any]], budget: _Bu
             pending = response.get("UnprocessedItems") or {}
             if pending:
                 budget.after_fault("unprocessed items")
+
+
+def parallel_batch_write(db: Any, table: str, requests: list[dict[str, Any]], workers: int = 8) -> None:
+    """``batch_write`` in chunks of 250 requests on up to ``workers`` threads (each chunk its own write budget):
+    a purge of thousands of items takes its time divided by the workers. The first failure is raised once every
+    chunk has ended."""
+    chunks = [requests[start : start + 250] for start in range(0, len(requests), 250)]
+    if len(chunks) <= 1:
+        batch_write(db, table, requests)
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(chunks))) as pool:
+        futures = [pool.submit(batch_write, db, table, chunk) for chunk in chunks]
+    for future in futures:
+        future.result()
 
 
 def _number(item: dict[str, Any], name: str) -> float | None:
