@@ -513,7 +513,7 @@ class SessionService:
             except DeletionRaced:
                 continue
             try:
-                self.store.purge_deleted(key, before)
+                purged = self.store.purge_deleted(key, before)
             except Exception as exc:
                 unavailable = exc if isinstance(exc, ServiceUnavailable) else capacity_error(exc)
                 if unavailable is None:
@@ -523,7 +523,8 @@ class SessionService:
                     f"({unavailable.message}): send the request again to finish",
                     retry_after=unavailable.retry_after,
                 ) from exc
-            return found, result.version, result.deleted
+            # The store's count at commit, else what the purge took (the earlier deletions were finished above).
+            return found, result.version, purged if result.deleted is None else result.deleted
         raise Conflict("the session kept changing while the deletion was planned; retry the request")
 
 

@@ -1354,7 +1354,6 @@ class DynamoSessionStore:
         plan was made on; the request's token ``dtok`` recognises an update whose answer was lost."""
         budget = _Budget()
         token = uuid.uuid4().hex
-        count = 0  # as counted before the last attempt, for the answer when it landed
         while True:
             item = budget.call(
                 self._db.get_item,
@@ -1367,7 +1366,7 @@ class DynamoSessionStore:
                 raise SessionNotFound(key.session_id)
             version = _whole(item, "version")
             if _attr(item, "dtok") == token:  # an attempt whose answer was lost landed
-                return DeleteResult(version=version, deleted=count)
+                return DeleteResult(version=version)
             if expected_version is not None and version != expected_version:
                 raise PreconditionFailed(
                     f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
@@ -1376,13 +1375,6 @@ class DynamoSessionStore:
             if (_whole(item, "last_seq"), deletions) != (deletion.based_on_seq, deletion.based_on_deletions):
                 raise DeletionRaced()
             hidden = _hidden_ranges(item)
-            # What the answer reports: the stored events of the ranges not hidden by an earlier deletion.
-            pk = events_pk(key)
-            count = sum(
-                self._count(pk, a, b, budget)
-                for lo, hi in deletion.ranges
-                for a, b in _visible_segments(lo, hi, hidden)
-            )
             update = _Update()
             update.set("version", _n(version + 1))
             update.set("dels", _n(deletions + 1))
@@ -1423,7 +1415,7 @@ class DynamoSessionStore:
             except self._db.exceptions.ConditionalCheckFailedException as exc:
                 old = exc.response.get("Item") or {}
                 if _attr(old, "dtok") == token:  # botocore's retry met our own applied update
-                    return DeleteResult(version=version + 1, deleted=count)
+                    return DeleteResult(version=version + 1)
                 budget.after_race()  # the session moved under us: read it again (and tell why)
                 continue
             except Exception as exc:
@@ -1431,18 +1423,7 @@ class DynamoSessionStore:
                     raise
                 budget.after_fault(exc)  # maybe applied: the next read tells by dtok
                 continue
-            return DeleteResult(version=version + 1, deleted=count)
-
-    def _count(self, pk: str, low: int, high: int, budget: _Budget) -> int:
-        params: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True, "Select": "COUNT"}
-        params |= self._by_seq(pk, low, high)
-        total = 0
-        while True:
-            response = budget.call(self._db.query, **params)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            return DeleteResult(version=version + 1)
 
     def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
         """Page by page (keys only) through the hidden ranges: ``before(ids)``, then every version of the page's

@@ -136,10 +136,12 @@ class Deletion:
 
 @dataclass(frozen=True)
 class DeleteResult:
-    """A committed deletion: the session's version after it, and how many stored events it removed."""
+    """A committed deletion: the session's version after it, and how many stored events it took, when the store
+    knows it at commit (None: DynamoDB, where counting a clear of 100 000 events would read them all; the purge's
+    count tells)."""
 
     version: int
-    deleted: int
+    deleted: int | None = None
 
 
 class DeletionRaced(Exception):
@@ -238,8 +240,9 @@ class SessionStore(Protocol):
         """Finish the deletions committed on the session: for each batch of deleted events still stored, call
         ``before`` with their ids (the caller forgets what was derived from them), then remove them and their
         offloaded payloads (every version). Idempotent: a fault leaves the rest for the next call (the next
-        delete of the session calls it first). Returns how many events it removed; 0 when none was pending or
-        the session does not exist."""
+        delete of the session calls it first). Returns how many deleted events it settled (removed, or, where the
+        deletion's commit removed them already, forgot what was derived from them); 0 when none was pending or the
+        session does not exist."""
         ...
 
     def list_due(self, limit: int) -> list[SessionKey]:
