@@ -20,7 +20,13 @@ from tests.infra.cfn import ACCOUNT, REGION, Stack
 TEMPLATE = load_template()
 FUNCTIONS = sorted(k for k, r in TEMPLATE["Resources"].items() if r["Type"] == "AWS::Serverless::Function")
 SUMMARIZER_KEY_READERS = ("CompactSessionFunction", "CompactScheduledFunction")
-EMBEDDER_KEY_READERS = ("SaveMemoriesFunction", "SearchMemoriesFunction", "ForgetMemoriesFunction", "AutoSaveFunction")
+EMBEDDER_KEY_READERS = (
+    "SaveMemoriesFunction",
+    "SearchMemoriesFunction",
+    "ForgetMemoriesFunction",
+    "AutoSaveFunction",
+    "DeleteEventsFunction",  # forgets the memories saved from deleted events: re-indexes, embeds
+)
 KMS_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:agent-memory-alarms"
 
