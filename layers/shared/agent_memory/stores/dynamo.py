@@ -1382,7 +1382,7 @@ class DynamoSessionStore:
             update.set("dtok", _s(token))
             update.set("due", _s(due_shard(key)), if_absent=True)
             update.set("due_since", _n(time.time()), if_absent=True)
-            expression = update.expression()
+            # The watermark falls back to the newest summary left (none: no summary to start the context from).
             if deletion.summary_event_id is not None:
                 update.set("cmp_id", _s(deletion.summary_event_id))
                 update.set("cmp_end", _n(deletion.summary_end_seq))
