@@ -52,6 +52,8 @@ def test_a_deleted_text_is_in_no_later_context_summary_session_or_search(api: Ap
     summary = compact(api, "s1")["event"]
     assert "hunter2" in texts(summary)  # the summary holds the text before the delete
     assert any("hunter2" in texts(hit) for hit in search(api, "banking password hunter2"))
+    # The next turn's memory was indexed with the secret as its retrieval context: it matches too.
+    assert "question 3 about the museum" in texts(search(api, "hunter2", top_k=10))
     before = api.get("s1")
     reply = delete(api, "s1", "u2")
     assert reply.status == 200, reply.body
@@ -63,6 +65,7 @@ def test_a_deleted_text_is_in_no_later_context_summary_session_or_search(api: Ap
     body = context(api, "s1")
     assert body["summary"] is None and "hunter2" not in texts(body)
     assert not any("hunter2" in texts(hit) for hit in search(api, "banking password hunter2"))
+    assert search(api, "hunter2", top_k=10) == []  # scrubbed from the other memories' context too
     # The session is due again: the sweep rebuilds the summary, without the text.
     report = sweep()
     assert report["compacted"] == 1, report
