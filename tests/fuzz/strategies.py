@@ -654,6 +654,8 @@ _QUERY_PARAMS = {
     "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k", "min_score"),
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/export": ("format",),
     "POST /apps/{app_name}/users/{user_id}/sessions/import": ("session_id", "replace"),
+    "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}": ("pairs",),
+    "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": ("before_seq", "before_invocation_id"),
 }
 
 _BODIES: dict[str, st.SearchStrategy[Any]] = {
@@ -666,7 +668,13 @@ _BODIES: dict[str, st.SearchStrategy[Any]] = {
     "PUT /apps/{app_name}/users/{user_id}/sessions/{session_id}/memo": memo_bodies(),
 }
 
-_POOLS = {"app_name": APPS, "user_id": USERS, "session_id": SESSIONS, "memory_id": ("m1", "mem-x", "0" * 64)}
+_POOLS = {
+    "app_name": APPS,
+    "user_id": USERS,
+    "session_id": SESSIONS,
+    "memory_id": ("m1", "mem-x", "0" * 64),
+    "event_id": ("e1", "evt-1", "u1"),
+}
 
 
 def requests_for(route: Route) -> st.SearchStrategy[Request]:

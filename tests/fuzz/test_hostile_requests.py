@@ -38,6 +38,8 @@ PER_ROUTE = {
     "GET /apps/{app_name}/state": 40,
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}": 70,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 480,
+    "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}": 60,
+    "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 40,
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": 190,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": 120,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/compact": 90,

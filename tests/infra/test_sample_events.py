@@ -30,7 +30,7 @@ def sample_for(logical_id: str) -> str:
 
 def test_every_function_has_a_sample_event() -> None:
     names = {sample_for(f) for f in functions(TEMPLATE)}
-    assert len(names) == 12
+    assert len(names) == 13
     missing = sorted(name for name in names if not (EVENTS_DIR / f"{name}.json").is_file())
     assert missing == []
     strays = sorted(p.stem for p in EVENTS_DIR.glob("*.json") if p.stem not in names)
@@ -87,7 +87,7 @@ def conversation(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["get_context", "compact_session", "save_memories", "search_memories", "forget_memories"]
+    "name", ["get_context", "compact_session", "save_memories", "search_memories", "forget_memories", "delete_events"]
 )
 def test_new_http_samples_are_api_gateway_events_of_their_route(name: str) -> None:
     from tests.infra.test_template import test_sample_event_matches_a_template_route as check_shape
@@ -143,3 +143,15 @@ def test_compact_scheduled_event_compacts_a_due_session(conversation: None, monk
     report = invoke_function("CompactScheduledFunction", event)
     assert report["due"] == 1 and report["compacted"] == 1 and report["failed"] == 0, report
     assert invoke_function("CompactScheduledFunction", event)["due"] == 0  # settled: nothing left due
+
+
+def test_delete_events_event_deletes_the_sample_event_and_its_memory(conversation: None) -> None:
+    assert invoke("save_memories")[0] == 200
+    assert LISBON in search()
+    status, body = invoke("delete_events")
+    assert status == 200
+    assert body["deleted"] == ["evt-1"] and body["version"] == 5
+    assert LISBON not in search()  # the memory saved from it is forgotten
+    status, context = invoke("get_context")
+    assert status == 200 and LISBON not in json.dumps(context)
+    assert invoke("delete_events")[0] == 404  # gone

@@ -27,6 +27,8 @@ EXPECTED_ROUTES = {
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
+    ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
+    ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/context"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/context"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/compact"),

@@ -32,6 +32,7 @@ EMBEDDER_KEY_READERS = (
     "ForgetMemoriesFunction",
     "AutoSaveFunction",
     "GetContextFunction",  # memories=k in the context searches memory
+    "DeleteEventsFunction",  # forgets the memories saved from deleted events: re-indexes, embeds
 )
 KMS_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 TOPIC = f"arn:aws:sns:{REGION}:{ACCOUNT}:agent-memory-alarms"

@@ -129,7 +129,7 @@ def seed(gateway: Gateway, user: str) -> dict[str, str]:
     own = claims(user)
     created = gateway.request("POST", f"/apps/{APP}/users/{user}/sessions", caller=own, body={"session_id": "s1"})
     assert created.status == 201, created.body
-    event = {"author": "user", "content": {"role": "user", "parts": [{"text": f"{user} likes tea"}]}}
+    event = {"id": "e1", "author": "user", "content": {"role": "user", "parts": [{"text": f"{user} likes tea"}]}}
     appended = gateway.request("POST", f"/apps/{APP}/users/{user}/sessions/s1/events", caller=own, body=event)
     assert appended.status == 201, appended.body
     saved = gateway.request(
@@ -155,6 +155,7 @@ class Call:
     def key(self) -> str:
         template = self.path.replace("{app}", "{app_name}").replace("{user}", "{user_id}")
         template = template.replace("/s1", "/{session_id}").replace("/{memory_id}", "/{memory_id}")
+        template = template.replace("/events/e1", "/events/{event_id}")
         return f"{self.method} {template}"
 
     def concrete(self, app: str, user: str, seeded: dict[str, str]) -> str:
@@ -189,6 +190,8 @@ CALLS = (
     Call("GET", "/apps/{app}/users/{user}/sessions/s1", 200),
     Call("DELETE", "/apps/{app}/users/{user}/sessions/s1", 204),
     Call("POST", "/apps/{app}/users/{user}/sessions/s1/events", 201, body=EVENT),
+    Call("DELETE", "/apps/{app}/users/{user}/sessions/s1/events/e1", 200),
+    Call("DELETE", "/apps/{app}/users/{user}/sessions/s1/events", 200),
     Call("GET", "/apps/{app}/users/{user}/sessions/s1/context", 200),
     Call(
         "POST",
@@ -453,6 +456,11 @@ def test_iam_every_route_serves_any_user_the_policy_let_through(iam_mode: Gatewa
             "POST", f"/apps/{APP}/users/{user}/sessions", caller=None, iam=True, body={"session_id": "s1"}
         )
         assert created.status == 201
+    event = {"id": "e1", "author": "user", "content": {"role": "user", "parts": [{"text": "bob likes tea"}]}}
+    appended = iam_mode.request(
+        "POST", f"/apps/{APP}/users/bob/sessions/s1/events", caller=None, iam=True, body=event
+    )  # an event for the delete routes
+    assert appended.status == 201
     saved = iam_mode.request(
         "POST", f"/apps/{APP}/users/bob/memories", caller=None, iam=True, body={"memories": [{"text": "bob tea"}]}
     )

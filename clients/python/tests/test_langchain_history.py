@@ -67,6 +67,12 @@ def test_messages_in_messages_out_clear(client: Client, app_name: str) -> None:
 
     history.clear()
     assert history.messages == []
+    # The session stays (state and all): only its messages went, and the same messages can come back.
+    session = client.get_session(app_name, "alice", "chat-1")
+    assert session.events == [] and session.version > 0
+    history.add_messages(conversation())
+    _same(history.messages, conversation())
+    RemoteChatMessageHistory(client, app_name=app_name, user_id="carol", session_id="never").clear()  # no session
 
 
 async def test_async_history(server_url: str, app_name: str) -> None:

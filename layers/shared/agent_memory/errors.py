@@ -143,3 +143,23 @@ class ModelFailure(AgentMemoryError):
         self.kind = kind
         self.status, self.code = self.KINDS[kind]
         self.retry_after = retry_after
+
+
+class EventNotFound(AgentMemoryError):
+    """No event of the session has this id (or no event of the invocation a rewind names)."""
+
+    status = 404
+    code = "event_not_found"
+
+
+class ToolPairConflict(Conflict):
+    """Deleting the event would split a tool call from its response (``?pairs=reject``)."""
+
+    code = "tool_pair"
+
+
+class DeletionIncomplete(ServiceUnavailable):
+    """A deletion committed (no read shows its events) whose purge (items, payloads, memories) did not finish:
+    sending the request again finishes it. Unlike ``service_unavailable``, something was done."""
+
+    code = "deletion_incomplete"

@@ -349,3 +349,27 @@ class MemoRequest(_Request):
     """``PUT …/memo``: the memo to keep (replaces the one stored)."""
 
     memo: Memo
+
+
+# --- deleting events (DELETE …/events/{event_id}, DELETE …/events) -------------------------------------------
+EventId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"an event of the session: {_ID}")]
+BeforeSeq = Annotated[
+    QueryInt | None,
+    Query(ge=1, description="rewind: delete the events with `seq` >= this (and their tool partners); digits only"),
+]
+BeforeInvocationId = Annotated[
+    Utf8Str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_PARAMETER_CHARS,
+        description="rewind: delete from the first event of this invocation onwards (404 when no event has it)",
+    ),
+]
+Pairs = Annotated[
+    Utf8Str | None,
+    Query(
+        max_length=MAX_PARAMETER_CHARS,
+        description="`delete` (default): a tool call's partner events are deleted with it; `reject`: 409 "
+        "`tool_pair` naming them, nothing deleted",
+    ),
+]

@@ -191,3 +191,18 @@ class SessionExport(_Response):
 
 class MemoResponse(_Response):
     memo: dict[str, Any] = Field(description="the session's memo; `{}` when never written")
+
+
+class DeletedEvents(_Response):
+    """The answer of `DELETE …/events/{event_id}`: the events deleted (the one named, its tool partners, the
+    summaries that covered one of them), oldest first, and the session's version after."""
+
+    deleted: list[str] = Field(description="ids of the events deleted, oldest first")
+    version: int = Field(description='the session\'s version after the delete; the ETag is `"<version>"`')
+
+
+class ClearedEvents(_Response):
+    """The answer of `DELETE …/events` (a clear, or a rewind with `before_seq` / `before_invocation_id`)."""
+
+    deleted: int = Field(description="how many events were deleted (summaries included)")
+    version: int = Field(description="the session's version after; unchanged when nothing was deleted")

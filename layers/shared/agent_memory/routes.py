@@ -24,10 +24,13 @@ from .requests import (
     AfterTimestamp,
     AppendRequest,
     AppName,
+    BeforeInvocationId,
+    BeforeSeq,
     Budget,
     ContextFormat,
     ContextRequest,
     CreateSessionRequest,
+    EventId,
     EventPageLimit,
     ExportFormat,
     IfMatch,
@@ -42,6 +45,7 @@ from .requests import (
     MinScore,
     NextToken,
     NumRecentEvents,
+    Pairs,
     Replace,
     SaveMemoriesRequest,
     SearchQuery,
@@ -135,6 +139,26 @@ def append_event(
     user_id: UserId,
     session_id: SessionId,
     body: Annotated[AppendRequest, Body()],
+    if_match: IfMatch = None,
+) -> None: ...
+
+
+def delete_event(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    event_id: EventId,
+    pairs: Pairs = None,
+    if_match: IfMatch = None,
+) -> None: ...
+
+
+def clear_events(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    before_seq: BeforeSeq = None,
+    before_invocation_id: BeforeInvocationId = None,
     if_match: IfMatch = None,
 ) -> None: ...
 
@@ -284,6 +308,26 @@ ROUTES: tuple[Route, ...] = (
         {201: Event | out.EventList, 200: Event | out.EventList},
         errors=(404, 409, 412, 429),
         headers={201: _ETAG, 200: _ETAG},
+    ),
+    Route(
+        "DELETE",
+        _SESSION + "/events/{event_id}",
+        "DeleteEventsFunction",
+        delete_event,
+        "Delete one event with its tool-call partners and the summaries that covered them",
+        {200: out.DeletedEvents},
+        errors=(404, 409, 412),
+        headers={200: _ETAG},
+    ),
+    Route(
+        "DELETE",
+        _SESSION + "/events",
+        "DeleteEventsFunction",
+        clear_events,
+        "Clear a session's events, or rewind it (`before_seq`, `before_invocation_id`)",
+        {200: out.ClearedEvents},
+        errors=(404, 409, 412),
+        headers={200: _ETAG},
     ),
     Route(
         "GET",

@@ -42,13 +42,25 @@ from pydantic import BaseModel
 from ._version import __version__
 from .errors import (
     AlreadyExists,
+    EventNotFound,
     PreconditionFailed,
     RequestTimeout,
     ServerError,
     TransportError,
     error_from_response,
 )
-from .models import AppendResult, CompactResult, Context, MemoryEntry, Profile, SaveResult, Session, SessionPage
+from .models import (
+    AppendResult,
+    ClearResult,
+    CompactResult,
+    Context,
+    DeleteResult,
+    MemoryEntry,
+    Profile,
+    SaveResult,
+    Session,
+    SessionPage,
+)
 
 T = TypeVar("T")
 
@@ -427,6 +439,55 @@ class Core:
         route = path("apps", app_name, "users", user_id, "sessions", session_id, "compact")
         response = yield from self.exchange(Call("POST", route))
         return CompactResult.model_validate(self.json(response))
+
+    def delete_event(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event_id: str,
+        *,
+        pairs: str | None = None,
+        if_match: int | str | Session | None = None,
+    ) -> Flow[DeleteResult]:
+        call = Call(
+            "DELETE",
+            path("apps", app_name, "users", user_id, "sessions", session_id, "events", event_id),
+            query({"pairs": pairs}),
+            headers={} if if_match is None else {"If-Match": if_match_header(if_match)},
+        )
+        try:
+            response = yield from self.exchange(call)
+        except EventNotFound:
+            # An earlier attempt may have deleted it (its answer lost, or 503 deletion_incomplete, which the retry
+            # finished): the event is gone either way. Its partners, if any, went with it.
+            if not call.maybe_delivered:
+                raise
+            return DeleteResult(deleted=[event_id], version=None)
+        data = self.json(response)
+        return DeleteResult.model_validate({**data, "version": etag_version(response) or data.get("version")})
+
+    def clear_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: int | str | Session | None = None,
+    ) -> Flow[ClearResult]:
+        if before_seq is not None and before_invocation_id is not None:
+            raise ValueError("rewind to before_seq or before_invocation_id, not both")
+        call = Call(
+            "DELETE",
+            path("apps", app_name, "users", user_id, "sessions", session_id, "events"),
+            query({"before_seq": before_seq, "before_invocation_id": before_invocation_id}),
+            headers={} if if_match is None else {"If-Match": if_match_header(if_match)},
+        )
+        response = yield from self.exchange(call)
+        data = self.json(response)
+        return ClearResult.model_validate({**data, "version": etag_version(response) or data.get("version")})
 
     # --- long-term memory -----------------------------------------------------------------------------------
 

@@ -18,7 +18,18 @@ from pydantic import BaseModel
 
 from ._core import Core, Flow, Reply, Send
 from .auth import AuthMode, resolve_auth
-from .models import AppendResult, CompactResult, Context, MemoryEntry, Profile, SaveResult, Session, SessionPage
+from .models import (
+    AppendResult,
+    ClearResult,
+    CompactResult,
+    Context,
+    DeleteResult,
+    MemoryEntry,
+    Profile,
+    SaveResult,
+    Session,
+    SessionPage,
+)
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -287,6 +298,70 @@ class Client(_Base):
         """Replace the session's memo (a JSON object, at most 64 KB); the session's version does not move."""
         return self._run(self._core.put_memo(app_name, user_id, session_id, memo))
 
+    def delete_event(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event_id: str,
+        *,
+        pairs: str | None = None,
+        if_match: IfMatch = None,
+    ) -> DeleteResult:
+        """Delete one event (LangChain's ``RemoveMessage``): its tool-call partners go with it (``pairs="reject"``:
+        ``ToolPairConflict`` naming them, nothing deleted), and so do the summaries that covered one of them; its
+        payloads and the memories saved from it are gone before the answer. ``EventNotFound`` when the session
+        holds no such event. The session's state is not rewound."""
+        return self._run(
+            self._core.delete_event(app_name, user_id, session_id, event_id, pairs=pairs, if_match=if_match)
+        )
+
+    def clear_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: IfMatch = None,
+    ) -> ClearResult:
+        """Delete every event of the session (``REMOVE_ALL_MESSAGES``), or rewind it: the events with ``seq >=
+        before_seq``, or from the first event of ``before_invocation_id`` (ADK's rewind), with their tool-call
+        partners and the summaries that covered them. The session and its state stay; seqs are never reused."""
+        return self._run(
+            self._core.clear_events(
+                app_name,
+                user_id,
+                session_id,
+                before_seq=before_seq,
+                before_invocation_id=before_invocation_id,
+                if_match=if_match,
+            )
+        )
+
+    def rewind(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: IfMatch = None,
+    ) -> ClearResult:
+        """``clear_events`` with a cut: one of ``before_seq`` / ``before_invocation_id`` is required."""
+        if before_seq is None and before_invocation_id is None:
+            raise ValueError("rewind needs before_seq or before_invocation_id (clear_events deletes everything)")
+        return self.clear_events(
+            app_name,
+            user_id,
+            session_id,
+            before_seq=before_seq,
+            before_invocation_id=before_invocation_id,
+            if_match=if_match,
+        )
+
     # --- long-term memory -----------------------------------------------------------------------------------
 
     def save_memories(
@@ -524,6 +599,65 @@ class AsyncClient(_Base):
     async def put_memo(self, app_name: str, user_id: str, session_id: str, memo: Mapping[str, Any]) -> dict[str, Any]:
         """See ``Client.put_memo``."""
         return await self._run(self._core.put_memo(app_name, user_id, session_id, memo))
+
+    async def delete_event(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event_id: str,
+        *,
+        pairs: str | None = None,
+        if_match: IfMatch = None,
+    ) -> DeleteResult:
+        """See ``Client.delete_event``."""
+        return await self._run(
+            self._core.delete_event(app_name, user_id, session_id, event_id, pairs=pairs, if_match=if_match)
+        )
+
+    async def clear_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: IfMatch = None,
+    ) -> ClearResult:
+        """See ``Client.clear_events``."""
+        return await self._run(
+            self._core.clear_events(
+                app_name,
+                user_id,
+                session_id,
+                before_seq=before_seq,
+                before_invocation_id=before_invocation_id,
+                if_match=if_match,
+            )
+        )
+
+    async def rewind(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: IfMatch = None,
+    ) -> ClearResult:
+        """See ``Client.rewind``."""
+        if before_seq is None and before_invocation_id is None:
+            raise ValueError("rewind needs before_seq or before_invocation_id (clear_events deletes everything)")
+        return await self.clear_events(
+            app_name,
+            user_id,
+            session_id,
+            before_seq=before_seq,
+            before_invocation_id=before_invocation_id,
+            if_match=if_match,
+        )
 
     # --- long-term memory -----------------------------------------------------------------------------------
 

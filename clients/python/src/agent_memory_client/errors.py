@@ -95,6 +95,15 @@ class EventIdConflict(Conflict):
     """409 ``event_id_conflict``: an event id is stored already with another body."""
 
 
+class ToolPairConflict(Conflict):
+    """409 ``tool_pair``: deleting the event would split a tool call from its response (``pairs="reject"``); the
+    message names the partner events, nothing was deleted."""
+
+
+class EventNotFound(NotFound):
+    """404 ``event_not_found``: the session holds no such event (or no event of the invocation a rewind names)."""
+
+
 class PreconditionFailed(AgentMemoryError):
     """412: ``If-Match`` did not match the session's current version (someone else appended)."""
 
@@ -149,6 +158,8 @@ _BY_STATUS: dict[int, type[AgentMemoryError]] = {
 _BY_CODE: dict[str, type[AgentMemoryError]] = {
     "already_exists": AlreadyExists,
     "event_id_conflict": EventIdConflict,
+    "event_not_found": EventNotFound,
+    "tool_pair": ToolPairConflict,
     "model_timeout": ModelTimeout,
     "quota_exceeded": QuotaExceeded,
 }

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -268,7 +269,8 @@ def _sync_client(client: Client | None, what: str, hint: str = "") -> Client:
 
 class RemoteChatMessageHistory(BaseChatMessageHistory):
     """LangChain's chat message history over one session: messages in (appended as events), messages out (every
-    event with something to say, including an ADK agent's), ``clear`` deletes the session."""
+    event with something to say, including an ADK agent's), ``clear`` deletes the messages (the session and its
+    state stay)."""
 
     def __init__(
         self,
@@ -333,15 +335,18 @@ class RemoteChatMessageHistory(BaseChatMessageHistory):
                 await self.async_client.append_events(self.app_name, self.user_id, self.session_id, batch)
 
     def clear(self) -> None:
-        """Delete the session and its messages."""
-        self._sync().delete_session(self.app_name, self.user_id, self.session_id)
+        """Delete every message (``clear_events``): the session stays, with its state; the messages' summaries,
+        payloads and the memories saved from them go too. Nothing to do when the session does not exist."""
+        with contextlib.suppress(NotFound):
+            self._sync().clear_events(self.app_name, self.user_id, self.session_id)
 
     async def aclear(self) -> None:
-        """Delete the session and its messages."""
+        """See ``clear``."""
         if self.async_client is None:
             await _in_thread(self.clear)
             return
-        await self.async_client.delete_session(self.app_name, self.user_id, self.session_id)
+        with contextlib.suppress(NotFound):
+            await self.async_client.clear_events(self.app_name, self.user_id, self.session_id)
 
 
 # --- checkpointer ---------------------------------------------------------------------------------------------

@@ -219,3 +219,19 @@ class CompactResult(_Model):
     compacted: bool
     event: Event | None = None
     reason: str | None = None
+
+
+class DeleteResult(_Model):
+    """``delete_event``'s answer: the ids of the events deleted (the one named, its tool-call partners, the
+    summaries that covered one of them), oldest first, and the session's version after (the ``ETag``)."""
+
+    deleted: list[str] = Field(default_factory=list)
+    version: int | None = None
+
+
+class ClearResult(_Model):
+    """``clear_events``' answer: how many events were deleted (summaries included) and the session's version
+    after (unchanged when nothing was left to delete)."""
+
+    deleted: int = 0
+    version: int | None = None

@@ -121,6 +121,8 @@ class CompactionService:
             record.summary_end_seq,
             # The session read above: if it was deleted (and maybe re-created) since, the summary is not stored.
             incarnation=record.incarnation,
+            # Events deleted since they were read: the summary may hold their text; it is not stored.
+            deletions=record.deletions,
         )
         if stored is None:
             return CompactionOutcome(compacted=False, reason="another compaction committed first")

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -416,6 +417,26 @@ class MemoryService:
         self._memories.forget(app_name, user_id, [memory_id])
         if memory_id.startswith("t-"):  # a direct text's claim is named by its id: the user may add it again
             self._claims.release(app_name, user_id, [TEXT_PREFIX + memory_id[2:]])
+
+    def forget_events(self, key: SessionKey, event_ids: list[str]) -> None:
+        """Forget what long-term memory holds of these events of the session (their events are being deleted),
+        as ``forget`` does for each: their claims are committed first, so that auto-save never saves them later
+        (the change feed may deliver an event after its deletion), then their records go, their text scrubbed
+        from other records' retrieval context by the store."""
+        if not event_ids:
+            return
+        keys = [f"E#{key.session_id}#{e}" for e in event_ids]
+        # A clear hands over thousands: their commits run on a few threads (each a BatchWriteItem of 25 keys).
+        chunks = [keys[start : start + 250] for start in range(0, len(keys), 250)]
+        with ThreadPoolExecutor(max_workers=min(8, len(chunks))) as pool:
+            futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, chunk) for chunk in chunks]
+        for future in futures:
+            future.result()
+        wanted = {event_memory_id(key.session_id, e) for e in event_ids}
+        held = self._memories.view(key.app_name, key.user_id).records
+        doomed = sorted(wanted & held.keys())
+        if doomed:
+            self._memories.forget(key.app_name, key.user_id, doomed)
 
     def forget_all(self, app_name: str, user_id: str) -> None:
         validate_identifier(app_name, "app_name")

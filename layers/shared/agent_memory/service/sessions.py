@@ -11,18 +11,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..aws import capacity_error
 from ..bounds import MAX_BATCH
 from ..errors import (
     AlreadyExists,
+    Conflict,
+    DeletionIncomplete,
     EventIdConflict,
+    EventNotFound,
     InvalidInput,
     PayloadTooLarge,
     PreconditionFailed,
+    ServiceUnavailable,
     SessionNotFound,
+    ToolPairConflict,
     UnprocessableInput,
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..models import Event, Session
+from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges, with_partners
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
@@ -37,6 +44,8 @@ from ..policy.preconditions import IfMatch, parse_if_match, parse_if_none_match
 from ..policy.state import merged_state, split_delta, strip_temp
 from ..requests import MAX_EVENT_PAGE
 from ..stores.ports import (
+    Deletion,
+    DeletionRaced,
     EventPublisher,
     EventQuery,
     NewEvent,
@@ -49,6 +58,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
+# A deletion planned on events that moved before it committed is planned again, at most this often.
+DELETE_ATTEMPTS = 20
+PAIRS = ("delete", "reject")
+
+# What a deletion calls for each batch of deleted event ids before their items go (MemoryService.forget_events).
+ForgetEvents = Callable[[SessionKey, list[str]], None]
+
+
+def _forget_nothing(key: SessionKey, event_ids: list[str]) -> None:
+    return None
 
 
 @dataclass
@@ -362,6 +381,151 @@ class SessionService:
             delta=split_delta(delta),
             timestamp_filled=filled,
         )
+
+    # --- deleting events --------------------------------------------------------------------------------------
+
+    def delete_event(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event_id: str,
+        pairs: str | None = None,
+        if_match: str | None = None,
+        forget: ForgetEvents | None = None,
+    ) -> dict[str, Any]:
+        """Delete one event with its tool-call partners (``pairs`` ``reject``: ToolPairConflict naming them, nothing
+        deleted) and every summary that covered one of them; ``{"deleted": [ids], "version": n}``.
+
+        ``forget`` is called with the ids of the deleted events, in batches, before their items go (the memory
+        service forgets what was saved from them). The session's state is not rewound (see ``clear_events``)."""
+        key = self._key(app_name, user_id, session_id)
+        validate_identifier(event_id, "event_id")
+        if pairs is not None and pairs not in PAIRS:
+            raise InvalidInput("pairs must be `delete` or `reject`", field="pairs")
+
+        def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
+            events = self.store.read_events(key, EventQuery())
+            if not any(e.get("id") == event_id for e in events):
+                raise EventNotFound(f"session {session_id!r} holds no event {event_id!r}", field="event_id")
+            if pairs == "reject":
+                partners = sorted(with_partners(events, {event_id}) - {event_id})
+                if partners:
+                    raise ToolPairConflict(
+                        f"event {event_id!r} shares tool calls with {', '.join(map(repr, partners))}: deleting it "
+                        "alone would split a call from its response (send pairs=delete to delete them together)",
+                        field="event_id",
+                    )
+            found = plan_delete(events, {event_id}, watermark=(record.summary_event_id, record.summary_end_seq))
+            return found, seq_ranges(found.seqs)
+
+        found, version, _ = self._delete(key, if_match, plan, forget)
+        return {"deleted": found.ids, "version": version}
+
+    def clear_events(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        before_seq: int | None = None,
+        before_invocation_id: str | None = None,
+        if_match: str | None = None,
+        forget: ForgetEvents | None = None,
+    ) -> dict[str, Any]:
+        """Delete every event (a clear), or rewind: those with ``seq >= before_seq``, or from the first event of
+        ``before_invocation_id`` onwards, with every tool partner of theirs (before the cut too) and every summary
+        that covered one of them; ``{"deleted": n, "version": n}``.
+
+        The session's state stays as it is: state deltas of deleted events are not undone (ADK rewinds state by
+        appending an event whose ``state_delta`` reverses them). Seqs are never reused."""
+        key = self._key(app_name, user_id, session_id)
+        if before_seq is not None and before_invocation_id is not None:
+            raise InvalidInput("send before_seq or before_invocation_id, not both", field="before_invocation_id")
+        if before_seq is not None and (isinstance(before_seq, bool) or before_seq < 1):
+            raise InvalidInput("before_seq must be 1 or more", field="before_seq")
+
+        def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
+            if before_seq is None and before_invocation_id is None:
+                # Everything: no event needs reading, whatever their number (one tells whether any is left).
+                left = record.last_seq and self.store.read_events(key, EventQuery(num_recent=1))
+                ranges = ((1, record.last_seq),) if left else ()
+                return DeletePlan([], [], None, 0), ranges
+            events = self.store.read_events(key, EventQuery())
+            cut = before_seq
+            if before_invocation_id is not None:
+                cut = first_of_invocation(events, before_invocation_id)
+                if cut is None:
+                    raise EventNotFound(
+                        f"no event of session {session_id!r} has invocation id {before_invocation_id!r}",
+                        field="before_invocation_id",
+                    )
+            assert cut is not None
+            found = plan_delete(
+                events, set(), from_seq=cut, watermark=(record.summary_event_id, record.summary_end_seq)
+            )
+            if not found.ids:
+                return found, ()
+            return found, seq_ranges(found.seqs, tail=(cut, record.last_seq))
+
+        _, version, deleted = self._delete(key, if_match, plan, forget)
+        return {"deleted": deleted, "version": version}
+
+    def _delete(
+        self,
+        key: SessionKey,
+        if_match: str | None,
+        plan: Callable[[SessionRecord], tuple[DeletePlan, tuple[tuple[int, int], ...]]],
+        forget: ForgetEvents | None,
+    ) -> tuple[DeletePlan, int, int]:
+        """Finish earlier deletions, plan on the session as read, commit (planning again when the session moved
+        meanwhile), then purge: the answer comes once the events, their payloads and their memories are gone."""
+        condition = parse_if_match(if_match)
+        settle = forget or _forget_nothing
+
+        def before(event_ids: list[str]) -> None:
+            settle(key, event_ids)
+
+        # A deletion a fault interrupted is finished first (also when this request deletes nothing).
+        self.store.purge_deleted(key, before)
+        expected = self._expected_version(key, condition)
+        for _ in range(DELETE_ATTEMPTS):
+            record = self.store.get_session(key)
+            if record is None:
+                raise SessionNotFound(key.session_id)
+            found, ranges = plan(record)
+            if not ranges:
+                if expected is not None and expected != record.version:
+                    raise PreconditionFailed(
+                        f"If-Match version {expected} is not the current version {record.version}", field="If-Match"
+                    )
+                return found, record.version, 0
+            deletion = Deletion(
+                ranges=ranges,
+                based_on_seq=record.last_seq,
+                based_on_deletions=record.deletions,
+                summary_event_id=found.summary_event_id,
+                summary_end_seq=found.summary_end_seq,
+            )
+            try:
+                result = self.store.delete_events(key, deletion, expected)
+            except DeletionRaced:
+                continue
+            try:
+                purged = self.store.purge_deleted(key, before)
+            except Exception as exc:
+                unavailable = exc if isinstance(exc, ServiceUnavailable) else capacity_error(exc)
+                if unavailable is None:
+                    raise
+                raise DeletionIncomplete(
+                    "the events are deleted (no read shows them), but removing them from storage did not finish "
+                    f"({unavailable.message}): send the request again to finish",
+                    retry_after=unavailable.retry_after,
+                ) from exc
+            # The store's count at commit, else what the purge took (the earlier deletions were finished above).
+            return found, result.version, purged if result.deleted is None else result.deleted
+        raise Conflict("the session kept changing while the deletion was planned; retry the request")
 
 
 def _incarnation(record: SessionRecord) -> str:

@@ -73,11 +73,16 @@ from .ports import (
     AppendResult,
     BlobStore,
     Change,
+    DeleteResult,
+    Deletion,
+    DeletionRaced,
     EventQuery,
     NewEvent,
+    SeqRange,
     SessionKey,
     SessionRecord,
     UserCursor,
+    in_ranges,
     same_event,
 )
 
@@ -114,6 +119,13 @@ _QUERY_LIMIT_MAX = 10_000
 # Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
 # ends well inside the function's 29 s); faults have their own, shorter budget, ``aws.WRITE_BUDGET_S``.
 RACE_BUDGET_S = 12.0
+# How long one request purges deleted events before it answers 503 (the deletion is committed, the events no longer
+# read; the retry, or the next deletion of the session, goes on where it stopped).
+PURGE_BUDGET_S = 18.0
+# Events purged per Query (keys only): each page's derived data is settled before its items go.
+_PURGE_PAGE = 2_000
+# A read that met a deletion committing under it (``dels`` moved) reads again, at most this often.
+_READ_ATTEMPTS = 5
 
 _T = TypeVar("_T")
 
@@ -200,6 +212,7 @@ class _Counters:
     update_time: float
     summary_end_seq: int
     incarnation: str
+    deletions: int = 0
 
 
 @dataclass(frozen=True)
@@ -211,6 +224,7 @@ class _Watermark:
     end_seq: int
     expected_end_seq: int
     incarnation: str | None
+    deletions: int | None = None
 
 
 class _WatermarkMoved(Exception):
@@ -1006,8 +1020,9 @@ class DynamoSessionStore:
         expected_end_seq: int,
         *,
         incarnation: str | None = None,
+        deletions: int | None = None,
     ) -> dict[str, Any] | None:
-        watermark = _Watermark(event.id, end_seq, expected_end_seq, incarnation)
+        watermark = _Watermark(event.id, end_seq, expected_end_seq, incarnation, deletions)
         try:
             result = self._append(key, [event], None, watermark)
         except _WatermarkMoved:
@@ -1080,6 +1095,8 @@ class DynamoSessionStore:
                         raise SessionNotFound(key.session_id)  # deleted (and maybe re-created) since it was read
                     if meta.summary_end_seq != watermark.expected_end_seq:
                         raise _WatermarkMoved()
+                    if watermark.deletions is not None and meta.deletions != watermark.deletions:
+                        raise _WatermarkMoved()  # events were deleted since the compaction read them
                 version = meta.version
                 if expected_version is not None and version != expected_version:
                     raise PreconditionFailed(
@@ -1190,7 +1207,7 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing",
+            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels",
         )
         item = response.get("Item")
         if item is None or "deleting" in item or "importing" in item:
@@ -1201,6 +1218,7 @@ class DynamoSessionStore:
             update_time=float(item["update_time"]["N"]),
             summary_end_seq=int(item.get("cmp_end", {"N": "0"})["N"]),
             incarnation=_attr(item, "inc"),
+            deletions=_whole(item, "dels"),
         )
 
     def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
@@ -1326,6 +1344,14 @@ class DynamoSessionStore:
             update.values[":cmp_prev"] = _n(watermark.expected_end_seq)
             update.names["#cmp"] = "cmp_end"
             condition += " AND (attribute_not_exists(#cmp) OR #cmp = :cmp_prev)"
+            if watermark.deletions is not None:
+                # No deletion since the compaction read the events: its summary may hold their text.
+                update.names["#dels"] = "dels"
+                if watermark.deletions:
+                    update.values[":dels"] = _n(watermark.deletions)
+                    condition += " AND #dels = :dels"
+                else:
+                    condition += " AND attribute_not_exists(#dels)"
         session_action = {
             "Update": {
                 "TableName": self._table,
@@ -1436,8 +1462,38 @@ class DynamoSessionStore:
         return marker
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
+        """Reads the session item's deletion marks (``dels``, ``hide``) before and after the events: the seq ranges
+        of a deletion not purged yet are left out of the Queries, and a deletion that committed while the events
+        were read (its purge may have removed part of them under the read) makes the read start again. So no read
+        ever shows part of a deletion, whatever its size."""
         if query.num_recent == 0 or query.limit == 0:
             return []
+        for _ in range(_READ_ATTEMPTS):
+            deletions, hidden = self._deletion_marks(key)
+            events = self._read_visible(key, query, hidden)
+            if self._deletion_marks(key, counter_only=True)[0] == deletions:
+                return events
+        raise ServiceUnavailable("the session's events kept being deleted while they were read; retry", retry_after=1)
+
+    def _deletion_marks(self, key: SessionKey, *, counter_only: bool = False) -> tuple[int, list[SeqRange]]:
+        """The session's deletion count and the seq ranges of its deletions not purged yet."""
+        # A Query of the one item rather than a GetItem: every function that reads events may Query the table
+        # (the read-only ones, auto-save), not all may GetItem.
+        response = _Budget().call(
+            self._db.query,
+            TableName=self._table,
+            ConsistentRead=True,
+            KeyConditionExpression="PK = :pk AND SK = :sk",
+            ExpressionAttributeValues={
+                ":pk": _s(session_pk(key.app_name, key.user_id)),
+                ":sk": _s(f"S#{key.session_id}"),
+            },
+            ProjectionExpression="dels" if counter_only else "dels, hide",
+        )
+        item = (response.get("Items") or [{}])[0]
+        return _whole(item, "dels"), _hidden_ranges(item)
+
+    def _read_visible(self, key: SessionKey, query: EventQuery, hidden: list[SeqRange]) -> list[dict[str, Any]]:
         pk = events_pk(key)
         low = (query.after_seq or 0) + 1
         high = query.up_to_seq if query.up_to_seq is not None else _MAX_SEQ
@@ -1449,31 +1505,40 @@ class DynamoSessionStore:
             if query.after_seq is None or query.num_recent is not None:
                 # Where the selection starts (and ends): the seqs of the events at or after the time, read from
                 # the by_ts index without bodies; pages after the first resume from their seq instead.
-                seqs = sorted(self._seqs_since(pk, ts, low, high))
+                seqs = sorted(s for s in self._seqs_since(pk, ts, low, high) if not in_ranges(s, hidden))
                 if query.num_recent is not None:
                     seqs = seqs[-query.num_recent :]
                 if not seqs:
                     return []
                 low, high = seqs[0], seqs[-1]
-            return self._read_forward(pk, low, high, query, ts)
+            return self._read_forward(pk, low, high, query, ts, hidden)
         if query.num_recent is not None:
             if not paged or query.num_recent <= _BACKWARD_READ_MAX:
                 # Newest first, stop after num_recent: one query reads the items, then the page is taken from
                 # the oldest of them (payloads in S3 fetched only as far as the page goes).
-                items = self._query_all(self._by_seq(pk, low, high) | {"ScanIndexForward": False}, query.num_recent)
+                items = self._newest(pk, low, high, hidden, {}, query.num_recent)
                 items.reverse()
                 page = _Page(query)
                 page.take(items, self.event_from_item)
                 return page.events
             # A page of the newest num_recent starts at the oldest of them: find its seq without reading bodies.
-            newest = self._query_all(
-                self._by_seq(pk, low, high) | {"ScanIndexForward": False, "ProjectionExpression": "seq"},
-                query.num_recent,
-            )
+            newest = self._newest(pk, low, high, hidden, {"ProjectionExpression": "seq"}, query.num_recent)
             if not newest:
                 return []
             low = int(newest[-1]["seq"]["N"])
-        return self._read_forward(pk, low, high, query, None)
+        return self._read_forward(pk, low, high, query, None, hidden)
+
+    def _newest(
+        self, pk: str, low: int, high: int, hidden: list[SeqRange], extra: dict[str, Any], limit: int | None
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` items with low <= seq <= high outside ``hidden``, newest first."""
+        items: list[dict[str, Any]] = []
+        for a, b in reversed(_visible_segments(low, high, hidden)):
+            left = None if limit is None else limit - len(items)
+            if left is not None and left <= 0:
+                break
+            items += self._query_all(self._by_seq(pk, a, b) | {"ScanIndexForward": False} | extra, left)
+        return items
 
     @staticmethod
     def _by_seq(pk: str, low: int, high: int) -> dict[str, Any]:
@@ -1494,22 +1559,193 @@ class DynamoSessionStore:
         return [_whole(item, "seq") for item in self._query_all(params, None)]
 
     def _read_forward(
-        self, pk: str, low: int, high: int, query: EventQuery, after_timestamp: float | None
+        self,
+        pk: str,
+        low: int,
+        high: int,
+        query: EventQuery,
+        after_timestamp: float | None,
+        hidden: list[SeqRange],
     ) -> list[dict[str, Any]]:
-        """Events with low <= seq <= high (and ts >= after_timestamp) oldest first, stopping at the query's
-        ``limit`` and ``max_bytes``: a page reads about the items it returns, and no payload past its end."""
-        params = self._by_seq(pk, low, high)
-        if after_timestamp is not None:
-            params["FilterExpression"] = "ts >= :ts"
-            params["ExpressionAttributeValues"][":ts"] = _n(after_timestamp)
+        """Events with low <= seq <= high (and ts >= after_timestamp) outside ``hidden``, oldest first, stopping at
+        the query's ``limit`` and ``max_bytes``: a page reads about the items it returns, and no payload past its
+        end."""
         page = _Page(query)
+        for a, b in _visible_segments(low, high, hidden):
+            params = self._by_seq(pk, a, b)
+            if after_timestamp is not None:
+                params["FilterExpression"] = "ts >= :ts"
+                params["ExpressionAttributeValues"][":ts"] = _n(after_timestamp)
+            while True:
+                if query.limit is not None:
+                    params["Limit"] = min(query.limit - len(page.events), _QUERY_LIMIT_MAX)
+                response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
+                if page.take(response.get("Items", []), self.event_from_item):
+                    return page.events
+                if "LastEvaluatedKey" not in response:
+                    break
+                params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return page.events
+
+    # --- deleting events --------------------------------------------------------------------------------------
+
+    def delete_events(self, key: SessionKey, deletion: Deletion, expected_version: int | None) -> DeleteResult:
+        """One conditional UpdateItem of the session item, whatever the number of events: it adds the deletion's
+        seq ranges to ``hide`` (reads leave them out until ``purge_deleted`` has removed their items), counts it in
+        ``dels``, moves ``version`` and the watermark and marks the session due. Conditioned on the counters the
+        plan was made on; the request's token ``dtok`` recognises an update whose answer was lost."""
+        budget = _Budget()
+        token = uuid.uuid4().hex
         while True:
-            if query.limit is not None:
-                params["Limit"] = min(query.limit - len(page.events), _QUERY_LIMIT_MAX)
-            response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
-            if page.take(response.get("Items", []), self.event_from_item) or "LastEvaluatedKey" not in response:
-                return page.events
-            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            item = budget.call(
+                self._db.get_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="version, last_seq, dels, hide, inc, deleting, dtok",
+            ).get("Item")
+            if item is None or "deleting" in item:
+                raise SessionNotFound(key.session_id)
+            version = _whole(item, "version")
+            if _attr(item, "dtok") == token:  # an attempt whose answer was lost landed
+                return DeleteResult(version=version)
+            if expected_version is not None and version != expected_version:
+                raise PreconditionFailed(
+                    f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
+                )
+            deletions = _whole(item, "dels")
+            if (_whole(item, "last_seq"), deletions) != (deletion.based_on_seq, deletion.based_on_deletions):
+                raise DeletionRaced()
+            hidden = _hidden_ranges(item)
+            update = _Update()
+            update.set("version", _n(version + 1))
+            update.set("dels", _n(deletions + 1))
+            update.set("hide", _s(json.dumps(_merged([*hidden, *deletion.ranges]), separators=(",", ":"))))
+            update.set("dtok", _s(token))
+            update.set("due", _s(due_shard(key)), if_absent=True)
+            update.set("due_since", _n(time.time()), if_absent=True)
+            # The watermark falls back to the newest summary left (none: no summary to start the context from).
+            if deletion.summary_event_id is not None:
+                update.set("cmp_id", _s(deletion.summary_event_id))
+                update.set("cmp_end", _n(deletion.summary_end_seq))
+                expression = update.expression()
+            else:
+                update.set("cmp_end", _n(0))
+                expression = update.expression() + " REMOVE cmp_id"
+            update.names["#dl"] = "deleting"
+            update.values[":expected"] = _n(version)
+            update.values[":last_seq"] = _n(deletion.based_on_seq)
+            condition = "version = :expected AND last_seq = :last_seq AND attribute_not_exists(#dl)"
+            if deletions:
+                update.values[":dels_prev"] = _n(deletions)
+                condition += " AND dels = :dels_prev"
+            else:
+                condition += " AND attribute_not_exists(dels)"
+            if _attr(item, "inc"):
+                update.values[":inc"] = item["inc"]
+                condition += " AND inc = :inc"
+            try:
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    UpdateExpression=expression,
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=update.names,
+                    ExpressionAttributeValues=update.values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except self._db.exceptions.ConditionalCheckFailedException as exc:
+                old = exc.response.get("Item") or {}
+                if _attr(old, "dtok") == token:  # botocore's retry met our own applied update
+                    return DeleteResult(version=version + 1)
+                budget.after_race()  # the session moved under us: read it again (and tell why)
+                continue
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                budget.after_fault(exc)  # maybe applied: the next read tells by dtok
+                continue
+            return DeleteResult(version=version + 1)
+
+    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+        """Page by page (keys only) through the hidden ranges: ``before(ids)``, then every version of the page's
+        offloaded payloads, then its items; once all are gone the ranges leave ``hide``. Stops with 503 after
+        ``PURGE_BUDGET_S`` (reads stay right meanwhile; the next call goes on)."""
+        budget = _Budget()
+        started = time.monotonic()
+        item = budget.call(
+            self._db.get_item,
+            TableName=self._table,
+            Key=self._session_key(key),
+            ConsistentRead=True,
+            ProjectionExpression="hide, inc",
+        ).get("Item")
+        ranges = _hidden_ranges(item or {})
+        if not ranges:
+            return 0
+        pk = events_pk(key)
+        removed = 0
+        for lo, hi in ranges:
+            while True:
+                params = self._by_seq(pk, lo, hi) | {
+                    "ProjectionExpression": "PK, SK, #blob",
+                    "ExpressionAttributeNames": {"#blob": "blob"},  # a reserved word
+                }
+                # From the range's start each time: the items of the page before are gone.
+                response = budget.call(
+                    self._db.query, TableName=self._table, ConsistentRead=True, Limit=_PURGE_PAGE, **params
+                )
+                items = response.get("Items", [])
+                if not items:
+                    break
+                before([i["SK"]["S"][2:] for i in items])
+                for blob in (i["blob"]["S"] for i in items if "blob" in i):
+                    # Every version of the payload the item names. (Uploads of failed resends, under other tokens, are
+                    # still tagged staged: the lifecycle rule expires them. Not the event's whole folder: a new
+                    # event may reuse the id once this one is gone.)
+                    budget.call(self._blobs.delete_prefix, blob)
+                parallel_batch_write(
+                    self._db, self._table, [{"DeleteRequest": {"Key": {"PK": i["PK"], "SK": i["SK"]}}} for i in items]
+                )
+                removed += len(items)
+                if time.monotonic() - started > PURGE_BUDGET_S:
+                    raise ServiceUnavailable(
+                        "the events are deleted (no read shows them); removing them from storage takes longer: "
+                        "send the request again to finish",
+                        retry_after=1,
+                    )
+        self._unhide(key, ranges, budget)
+        return removed
+
+    def _unhide(self, key: SessionKey, ranges: list[SeqRange], budget: _Budget) -> None:
+        """Take purged ranges out of ``hide`` (those a deletion added meanwhile stay)."""
+        while True:
+            item = budget.call(
+                self._db.get_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="hide",
+            ).get("Item")
+            if item is None or "hide" not in item:
+                return
+            rest = [r for r in _hidden_ranges(item) if not any(lo <= r[0] and r[1] <= hi for lo, hi in ranges)]
+            params: dict[str, Any] = {
+                "TableName": self._table,
+                "Key": self._session_key(key),
+                "ConditionExpression": "hide = :old",
+                "ExpressionAttributeValues": {":old": item["hide"]},
+            }
+            if rest:
+                params["UpdateExpression"] = "SET hide = :rest"
+                params["ExpressionAttributeValues"][":rest"] = _s(json.dumps(rest, separators=(",", ":")))
+            else:
+                params["UpdateExpression"] = "REMOVE hide"
+            try:
+                budget.call(self._db.update_item, **params)
+                return
+            except self._db.exceptions.ConditionalCheckFailedException:
+                budget.after_race()  # another deletion added ranges (or a retry removed ours): read again
 
     # --- the compaction schedule's index ------------------------------------------------------------------
 
@@ -1577,6 +1813,20 @@ def batch_write(db: Any, table: str, requests: list[dict[str, Any]], budget: _Bu
                 budget.after_fault("unprocessed items")
 
 
+def parallel_batch_write(db: Any, table: str, requests: list[dict[str, Any]], workers: int = 8) -> None:
+    """``batch_write`` in chunks of 250 requests on up to ``workers`` threads (each chunk its own write budget):
+    a purge of thousands of items takes its time divided by the workers. The first failure is raised once every
+    chunk has ended."""
+    chunks = [requests[start : start + 250] for start in range(0, len(requests), 250)]
+    if len(chunks) <= 1:
+        batch_write(db, table, requests)
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(chunks))) as pool:
+        futures = [pool.submit(batch_write, db, table, chunk) for chunk in chunks]
+    for future in futures:
+        future.result()
+
+
 def _number(item: dict[str, Any], name: str) -> float | None:
     try:
         return float(item[name]["N"])
@@ -1606,6 +1856,7 @@ def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> Sessi
         summary_end_seq=_whole(item, "cmp_end"),
         incarnation=_attr(item, "inc"),
         memo=_memo_from_item(item) if with_state else {},
+        deletions=_whole(item, "dels"),
     )
 
 
@@ -1636,6 +1887,43 @@ def _import_under_way(marks: dict[str, Any]) -> ServiceUnavailable:
     return ServiceUnavailable(
         "an import of this session is under way (or failed moments ago); retry after it ends", retry_after=wait
     )
+
+
+def _hidden_ranges(item: dict[str, Any]) -> list[SeqRange]:
+    """The seq ranges a session item's ``hide`` holds (deletions committed, not purged yet)."""
+    try:
+        ranges = json.loads(item["hide"]["S"])
+        return [(int(lo), int(hi)) for lo, hi in ranges]
+    except (KeyError, TypeError, ValueError):
+        return []
+
+
+def _visible_segments(low: int, high: int, hidden: list[SeqRange]) -> list[SeqRange]:
+    """``low``..``high`` without the ``hidden`` ranges, as ascending inclusive segments."""
+    segments: list[SeqRange] = []
+    start = low
+    for lo, hi in sorted(hidden):
+        if hi < start or lo > high:
+            continue
+        if lo > start:
+            segments.append((start, lo - 1))
+        start = max(start, hi + 1)
+        if start > high:
+            break
+    if start <= high:
+        segments.append((start, high))
+    return segments
+
+
+def _merged(ranges: list[SeqRange]) -> list[SeqRange]:
+    """Overlapping or adjacent ranges joined, ascending."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
 
 
 def _unreadable_event(item: dict[str, Any], reason: str, *, payload_missing: bool = False) -> dict[str, Any]:

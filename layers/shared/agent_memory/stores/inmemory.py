@@ -21,13 +21,18 @@ from .ports import (
     AppendResult,
     BlobMissing,
     Change,
+    DeleteResult,
+    Deletion,
+    DeletionRaced,
     EventQuery,
     IndexedRecords,
     MemoryRecord,
     NewEvent,
+    SeqRange,
     SessionKey,
     SessionRecord,
     UserCursor,
+    in_ranges,
     same_event,
 )
 from .sqlite import changes_from_feed, feed_record
@@ -49,6 +54,8 @@ class InMemorySessionStore:
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
         self._due: dict[SessionKey, None] = {}  # insertion-ordered set of sessions due for compaction
+        # Seq ranges of committed deletions not purged yet: reads leave their events out (as DynamoDB's do).
+        self._hidden: dict[SessionKey, list[SeqRange]] = {}
         # The change feed: (sequence, created, key, event id, seq, timestamp, body JSON text), oldest first.
         self._outbox: list[tuple[int, float, SessionKey, str, int, float, str]] = []
         self._sequence = 0
@@ -121,6 +128,7 @@ class InMemorySessionStore:
         with self._lock:
             self._sessions.pop(key, None)
             self._events.pop(key, None)
+            self._hidden.pop(key, None)
             self._due.pop(key, None)
             # Pending changes go with the session, as in the SQLite store.
             self._outbox = [change for change in self._outbox if change[2] != key]
@@ -140,6 +148,7 @@ class InMemorySessionStore:
         expected_end_seq: int,
         *,
         incarnation: str | None = None,
+        deletions: int | None = None,
     ) -> dict[str, Any] | None:
         with self._lock:
             record = self._sessions.get(key)
@@ -147,10 +156,59 @@ class InMemorySessionStore:
                 raise SessionNotFound(key.session_id)
             if record.summary_end_seq != expected_end_seq:
                 return None
+            if deletions is not None and record.deletions != deletions:
+                return None
             stored = self._append(key, [event], None, compaction=True).events[0]
             record.summary_event_id = event.id
             record.summary_end_seq = end_seq
             return stored
+
+    def delete_events(self, key: SessionKey, deletion: Deletion, expected_version: int | None) -> DeleteResult:
+        with self._lock:
+            record = self._sessions.get(key)
+            if record is None:
+                raise SessionNotFound(key.session_id)
+            if expected_version is not None and expected_version != record.version:
+                raise PreconditionFailed(
+                    f"If-Match version {expected_version} is not the current version {record.version}",
+                    field="If-Match",
+                )
+            if (record.last_seq, record.deletions) != (deletion.based_on_seq, deletion.based_on_deletions):
+                raise DeletionRaced()
+            hidden = self._hidden.setdefault(key, [])
+            deleted = sum(
+                1
+                for event in self._events[key].values()
+                if in_ranges(event["seq"], deletion.ranges) and not in_ranges(event["seq"], hidden)
+            )
+            hidden.extend(deletion.ranges)
+            record.version += 1
+            record.deletions += 1
+            record.summary_event_id = deletion.summary_event_id
+            record.summary_end_seq = deletion.summary_end_seq
+            self._due.setdefault(key)
+            return DeleteResult(version=record.version, deleted=deleted)
+
+    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+        with self._lock:
+            ranges = list(self._hidden.get(key, []))
+            doomed = [i for i, e in self._events.get(key, {}).items() if in_ranges(e["seq"], ranges)]
+        if not ranges:
+            return 0
+        if doomed:
+            before(doomed)  # outside the lock: it calls other stores
+        with self._lock:
+            events = self._events.get(key, {})
+            for event_id in doomed:
+                events.pop(event_id, None)
+            gone = set(doomed)
+            self._outbox = [c for c in self._outbox if not (c[2] == key and c[3] in gone)]
+            hidden = self._hidden.get(key, [])
+            # Ranges added meanwhile (another deletion) stay for the next purge.
+            self._hidden[key] = [r for r in hidden if r not in ranges]
+            if not self._hidden[key]:
+                self._hidden.pop(key, None)
+        return len(doomed)
 
     def list_due(self, limit: int) -> list[SessionKey]:
         with self._lock:
@@ -217,7 +275,11 @@ class InMemorySessionStore:
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         with self._lock:
-            events = sorted(self._events.get(key, {}).values(), key=lambda e: e["seq"])
+            hidden = self._hidden.get(key, [])
+            events = sorted(
+                (e for e in self._events.get(key, {}).values() if not in_ranges(e["seq"], hidden)),
+                key=lambda e: e["seq"],
+            )
             if query.after_seq is not None:
                 events = [e for e in events if e["seq"] > query.after_seq]
             if query.up_to_seq is not None:

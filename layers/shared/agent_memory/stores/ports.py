@@ -42,6 +42,9 @@ class SessionRecord:
     # The application's own JSON object kept with the session (``PUT …/memo``): last writer wins, outside the
     # version; deleted with the session.
     memo: dict[str, Any] = field(default_factory=dict)
+    # How many event deletions (DELETE of events, clear, rewind) the session has committed: a compaction planned
+    # before one must not store a summary of what it deleted (``append_compaction``'s ``deletions``).
+    deletions: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,46 @@ class EventQuery:
     verbatim: bool = False
 
 
+SeqRange = tuple[int, int]  # seqs lo..hi, both included
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """Events to delete from a session, as a service planned them on the events it read.
+
+    ``ranges``: the seqs to delete (inclusive ranges; compaction events covering a deleted seq among them).
+    ``based_on``: the session's ``last_seq`` and ``deletions`` when the plan was read; the store refuses the
+    deletion (``DeletionRaced``) when either moved since (an append may hold a partner of a deleted tool call, a
+    compaction may have summarised a deleted text, another deletion may have changed the watermark).
+    ``summary_event_id`` / ``summary_end_seq``: the watermark after the deletion (the newest remaining summary
+    that covers no deleted seq, or none)."""
+
+    ranges: tuple[SeqRange, ...]
+    based_on_seq: int
+    based_on_deletions: int
+    summary_event_id: str | None
+    summary_end_seq: int
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """A committed deletion: the session's version after it, and how many stored events it took, when the store
+    knows it at commit (None: DynamoDB, where counting a clear of 100 000 events would read them all; the purge's
+    count tells)."""
+
+    version: int
+    deleted: int | None = None
+
+
+class DeletionRaced(Exception):
+    """The session changed since the deletion was planned (an append, a compaction, another deletion): plan again."""
+
+
+def in_ranges(seq: int, ranges: Iterable[SeqRange]) -> bool:
+    """Whether ``seq`` is in one of ``ranges``."""
+    return any(lo <= seq <= hi for lo, hi in ranges)
+
+
 class SessionStore(Protocol):
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
         """Store a new session with its initial state (``delta``) unless one exists; return it and whether
@@ -176,11 +219,33 @@ class SessionStore(Protocol):
         expected_end_seq: int,
         *,
         incarnation: str | None = None,
+        deletions: int | None = None,
     ) -> dict[str, Any] | None:
         """Append a compaction event and move the session's watermark to ``end_seq``, atomically, if the
         watermark is still ``expected_end_seq``; None when another compaction moved it first. With
         ``incarnation`` (the one of the record the compaction read), SessionNotFound when the session was
-        deleted meanwhile, even if it was re-created under the same id."""
+        deleted meanwhile, even if it was re-created under the same id. With ``deletions`` (the record's), None
+        when events were deleted since: the summary may hold their text."""
+        ...
+
+    def delete_events(self, key: SessionKey, deletion: Deletion, expected_version: int | None) -> DeleteResult:
+        """Delete the events in ``deletion.ranges`` and move the watermark, atomically with the session's counters:
+        ``version`` moves (``last_seq`` does not: a seq is never reused) and the session becomes due for
+        compaction. From the moment it commits, no read (``read_events``, whatever its query) shows any of the
+        events, whatever their number; ``purge_deleted`` then removes what is left of them in storage.
+
+        Raises SessionNotFound, PreconditionFailed when ``expected_version`` is stale, DeletionRaced when the
+        session moved since the plan (``based_on_*``), ServiceUnavailable when storage kept failing (nothing
+        committed, or committed: a retry tells, as the events no longer read)."""
+        ...
+
+    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+        """Finish the deletions committed on the session: for each batch of deleted events still stored, call
+        ``before`` with their ids (the caller forgets what was derived from them), then remove them and their
+        offloaded payloads (every version). Idempotent: a fault leaves the rest for the next call (the next
+        delete of the session calls it first). Returns how many deleted events it settled (removed, or, where the
+        deletion's commit removed them already, forgot what was derived from them); 0 when none was pending or the
+        session does not exist."""
         ...
 
     def list_due(self, limit: int) -> list[SessionKey]:

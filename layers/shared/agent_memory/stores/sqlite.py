@@ -13,6 +13,9 @@ Tables (schema version in ``PRAGMA user_version``):
   blob store: SQLite keeps large values in overflow pages); unique by (session, id) and by (session, seq)
 - ``outbox``         the change feed: one row per stored event, written in the transaction that stores the event
 - ``claims``         memory claims (``ClaimStore``)
+- ``deletions``      per session, how many event deletions it committed (``SessionRecord.deletions``)
+- ``deleted_events`` ids of events a deletion removed whose derived data (memories, claims) ``purge_deleted`` has
+  not settled yet; the rows themselves go in the deletion's transaction (their outbox rows with them)
 
 A session row's integer id keys its events and state, so deleting the row deletes everything of that session (foreign
 keys, ``ON DELETE CASCADE``) in one transaction: a session re-created under the same id is a new row and a new
@@ -69,6 +72,9 @@ from .ports import (
     AppCursor,
     AppendResult,
     Change,
+    DeleteResult,
+    Deletion,
+    DeletionRaced,
     EventQuery,
     NewEvent,
     SessionKey,
@@ -147,6 +153,15 @@ CREATE TABLE IF NOT EXISTS session_memo (
     session INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
     memo TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS deletions (
+    session INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deleted_events (
+    session INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (session, event_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS claims (
     app_name TEXT NOT NULL,
     user_id TEXT NOT NULL,
@@ -460,6 +475,11 @@ def _memo(text: str, where: str) -> dict[str, Any]:
     return memo if isinstance(memo, dict) else {}
 
 
+def _deletions(conn: sqlite3.Connection, session: int) -> int:
+    row = conn.execute("SELECT count FROM deletions WHERE session = ?", (session,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def _bounded(seq: int) -> int:
     return max(-_MAX_SEQ, min(_MAX_SEQ, seq))
 
@@ -510,6 +530,7 @@ class SqliteSessionStore:
         memo = conn.execute("SELECT memo FROM session_memo WHERE session = ?", (row[0],)).fetchone()
         if memo is not None:
             record.memo = _memo(memo[0], where)
+        record.deletions = _deletions(conn, row[0])
         return record
 
     @staticmethod
@@ -650,12 +671,15 @@ class SqliteSessionStore:
         expected_end_seq: int,
         *,
         incarnation: str | None = None,
+        deletions: int | None = None,
     ) -> dict[str, Any] | None:
         with self._db.write() as conn:
             row = self._session_row(conn, key)
             if row is None or (incarnation is not None and row[4] != incarnation):
                 raise SessionNotFound(key.session_id)
             if row[10] != expected_end_seq:
+                return None
+            if deletions is not None and _deletions(conn, row[0]) != deletions:
                 return None
             stored = self._append(conn, key, [event], None, compaction=True).events[0]
             conn.execute(
@@ -866,6 +890,65 @@ class SqliteSessionStore:
             row = self._session_row(conn, key)
             assert row is not None
             return self._full(conn, row)
+
+    # --- deleting events ------------------------------------------------------------------------------------------
+
+    def delete_events(self, key: SessionKey, deletion: Deletion, expected_version: int | None) -> DeleteResult:
+        """One transaction: the rows go (their pending changes with them: auto-save never sees them), their ids are
+        kept in ``deleted_events`` for ``purge_deleted``, the counters and the watermark move."""
+        with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT id, version, last_seq FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                (key.app_name, key.user_id, key.session_id),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(key.session_id)
+            session, version, last_seq = row
+            if expected_version is not None and expected_version != version:
+                raise PreconditionFailed(
+                    f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
+                )
+            count = _deletions(conn, session)
+            if (last_seq, count) != (deletion.based_on_seq, deletion.based_on_deletions):
+                raise DeletionRaced()
+            deleted = 0
+            for lo, hi in deletion.ranges:
+                conn.execute(
+                    "INSERT OR IGNORE INTO deleted_events (session, event_id) "
+                    "SELECT session, event_id FROM events WHERE session = ? AND seq BETWEEN ? AND ?",
+                    (session, _bounded(lo), _bounded(hi)),
+                )
+                deleted += conn.execute(
+                    "DELETE FROM events WHERE session = ? AND seq BETWEEN ? AND ?",
+                    (session, _bounded(lo), _bounded(hi)),
+                ).rowcount
+            conn.execute(
+                "INSERT INTO deletions (session, count) VALUES (?, 1) ON CONFLICT DO UPDATE SET count = count + 1",
+                (session,),
+            )
+            conn.execute(
+                "UPDATE sessions SET version = version + 1, summary_event_id = ?, summary_end_seq = ?, "
+                "due_since = coalesce(due_since, ?) WHERE id = ?",
+                (deletion.summary_event_id, deletion.summary_end_seq, self._clock(), session),
+            )
+            return DeleteResult(version=version + 1, deleted=deleted)
+
+    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+        """The rows went with the deletion's transaction: settle what was derived from them, then forget the ids."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT d.session, d.event_id FROM deleted_events d JOIN sessions s ON s.id = d.session "
+                "WHERE s.app_name = ? AND s.user_id = ? AND s.session_id = ?",
+                (key.app_name, key.user_id, key.session_id),
+            ).fetchall()
+        if not rows:
+            return 0
+        for start in range(0, len(rows), _IN_CHUNK):
+            chunk = rows[start : start + _IN_CHUNK]
+            before([event_id for _, event_id in chunk])
+            with self._db.write() as conn:
+                conn.executemany("DELETE FROM deleted_events WHERE session = ? AND event_id = ?", chunk)
+        return len(rows)
 
     # --- the compaction schedule's index ----------------------------------------------------------------------
 

@@ -1,0 +1,167 @@
+"""The deletion contract (``SessionStore.delete_events`` / ``purge_deleted``), for every adapter: in memory, SQLite,
+DynamoDB (moto)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_memory.errors import PreconditionFailed, SessionNotFound
+from agent_memory.policy.state import ScopedDelta
+from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.ports import Deletion, DeletionRaced, EventQuery, SessionKey, SessionStore
+from agent_memory.stores.s3 import S3BlobStore
+from tests.conftest import BUCKET, TABLE
+from tests.contract.test_session_store import KEY, event, ids_of, record, store  # noqa: F401 (the fixture)
+
+
+def ten(store: SessionStore) -> None:  # noqa: F811
+    store.create_session(record(), ScopedDelta())
+    for i in range(1, 11):
+        store.append_events(KEY, [event(f"e{i}", 1000.0 + i)], None)
+
+
+def deletion(store: SessionStore, *ranges: tuple[int, int], summary: tuple[str | None, int] = (None, 0)) -> Deletion:  # noqa: F811
+    got = store.get_session(KEY)
+    assert got is not None
+    return Deletion(tuple(ranges), got.last_seq, got.deletions, summary[0], summary[1])
+
+
+def test_a_deletion_hides_its_events_from_every_read_at_once_and_moves_only_the_version(
+    store: SessionStore,  # noqa: F811
+) -> None:
+    ten(store)
+    before = store.get_session(KEY)
+    assert before is not None
+    result = store.delete_events(KEY, deletion(store, (3, 4), (8, 10)), None)
+    assert result.version == before.version + 1
+    assert result.deleted in (5, None)  # None: the store counts at the purge (DynamoDB)
+    after = store.get_session(KEY)
+    assert after is not None
+    assert (after.version, after.last_seq, after.deletions) == (before.version + 1, 10, before.deletions + 1)
+    # Not purged yet: no read shows them, whatever it asks.
+    assert ids_of(store, EventQuery()) == ["e1", "e2", "e5", "e6", "e7"]
+    assert ids_of(store, EventQuery(num_recent=2)) == ["e6", "e7"]
+    assert ids_of(store, EventQuery(num_recent=4, limit=2)) == ["e2", "e5"]
+    assert ids_of(store, EventQuery(after_timestamp=1003.0)) == ["e5", "e6", "e7"]
+    assert ids_of(store, EventQuery(after_timestamp=1001.0, num_recent=3)) == ["e5", "e6", "e7"]
+    assert ids_of(store, EventQuery(after_seq=2, limit=2)) == ["e5", "e6"]
+    assert ids_of(store, EventQuery(up_to_seq=9)) == ["e1", "e2", "e5", "e6", "e7"]
+    # A seq is never reused: the next event comes after the deleted ones.
+    appended = store.append_events(KEY, [event("e11", 1011.0)], None)
+    assert appended.events[0]["seq"] == 11
+    assert store.purge_deleted(KEY, lambda ids: None) == 5
+    assert ids_of(store, EventQuery()) == ["e1", "e2", "e5", "e6", "e7", "e11"]
+
+
+def test_purge_hands_over_the_ids_before_they_go_and_is_idempotent(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    store.delete_events(KEY, deletion(store, (2, 3)), None)
+    handed: list[list[str]] = []
+    assert store.purge_deleted(KEY, handed.append) == 2
+    assert sorted(i for batch in handed for i in batch) == ["e2", "e3"]
+    assert store.purge_deleted(KEY, handed.append) == 0
+    assert len(handed) == 1
+    assert ids_of(store, EventQuery()) == ["e1", *(f"e{i}" for i in range(4, 11))]
+    # The ids are free again (the events are gone), and a new event takes the next seq.
+    again = store.append_events(KEY, [event("e2", 2000.0, "new")], None)
+    assert again.created == [True] and again.events[0]["seq"] == 11
+
+
+def test_a_purge_that_fails_in_its_hook_leaves_the_events_hidden_and_the_next_one_finishes(
+    store: SessionStore,  # noqa: F811
+) -> None:
+    ten(store)
+    store.delete_events(KEY, deletion(store, (1, 10)), None)
+
+    def broken(ids: list[str]) -> None:
+        raise RuntimeError("memory store down")
+
+    with pytest.raises(RuntimeError):
+        store.purge_deleted(KEY, broken)
+    assert ids_of(store, EventQuery()) == []
+    handed: list[str] = []
+    store.purge_deleted(KEY, handed.extend)
+    assert sorted(handed) == sorted(f"e{i}" for i in range(1, 11))
+    assert ids_of(store, EventQuery()) == []
+
+
+def test_the_deletion_moves_the_watermark_and_marks_the_session_due(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    summary = store.append_compaction(KEY, event("c1", 1100.0), 6, 0)
+    assert summary is not None and summary["seq"] == 11
+    got = store.get_session(KEY)
+    assert got is not None and got.summary_event_id == "c1"
+    for key in store.list_due(100):
+        store.clear_due(key, got.version)
+    store.delete_events(KEY, deletion(store, (4, 4), (11, 11)), None)
+    after = store.get_session(KEY)
+    assert after is not None
+    assert (after.summary_event_id, after.summary_end_seq) == (None, 0)
+    assert KEY in store.list_due(100)
+    assert "c1" not in ids_of(store, EventQuery())
+
+
+def test_a_stale_if_match_or_a_moved_session_deletes_nothing(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    planned = deletion(store, (1, 2))
+    with pytest.raises(PreconditionFailed):
+        store.delete_events(KEY, planned, expected_version=3)
+    store.append_events(KEY, [event("e11", 1011.0)], None)
+    with pytest.raises(DeletionRaced):
+        store.delete_events(KEY, planned, None)
+    assert len(ids_of(store, EventQuery())) == 11
+    with pytest.raises(SessionNotFound):
+        store.delete_events(SessionKey("app", "alice", "nope"), planned, None)
+
+
+def test_a_second_deletion_planned_on_the_same_read_is_refused(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    first = deletion(store, (1, 1))
+    second = deletion(store, (2, 2))
+    store.delete_events(KEY, first, None)
+    with pytest.raises(DeletionRaced):
+        store.delete_events(KEY, second, None)
+
+
+def test_a_compaction_planned_before_a_deletion_stores_no_summary(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    planned_on = store.get_session(KEY)
+    assert planned_on is not None
+    store.delete_events(KEY, deletion(store, (2, 2)), None)
+    assert store.append_compaction(KEY, event("c1", 1100.0), 5, 0, deletions=planned_on.deletions) is None
+    fresh = store.get_session(KEY)
+    assert fresh is not None
+    assert store.append_compaction(KEY, event("c2", 1100.0), 5, 0, deletions=fresh.deletions) is not None
+
+
+def test_deleting_the_session_after_a_deletion_leaves_nothing(store: SessionStore) -> None:  # noqa: F811
+    ten(store)
+    store.delete_events(KEY, deletion(store, (1, 5)), None)
+    store.delete_session(KEY)
+    store.create_session(record(), ScopedDelta())
+    assert ids_of(store, EventQuery()) == []
+    assert store.purge_deleted(KEY, lambda ids: None) == 0
+
+
+def test_offloaded_payloads_go_with_the_purge_every_version(aws: dict[str, Any]) -> None:
+    blobs = S3BlobStore(lambda: aws["s3"], BUCKET)
+    dynamo = DynamoSessionStore(aws["dynamodb"], TABLE, blobs, offload_bytes=2_000)
+    dynamo.create_session(record(), ScopedDelta())
+    dynamo.append_events(KEY, [event("big", 1001.0, "x" * 5_000), event("small", 1002.0)], None)
+    listed = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="sessions/")
+    assert listed.get("Versions")
+    dynamo.delete_events(KEY, deletion(dynamo, (1, 1)), None)
+    dynamo.purge_deleted(KEY, lambda ids: None)
+    listed = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="sessions/")
+    assert not listed.get("Versions") and not listed.get("DeleteMarkers")
+    assert ids_of(dynamo, EventQuery()) == ["small"]
+    items = aws["dynamodb"].query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": "E#app#alice#s1"}},
+    )["Items"]
+    assert [i["SK"]["S"] for i in items] == ["V#small"]
+    session = aws["dynamodb"].get_item(TableName=TABLE, Key={"PK": {"S": "U#app#alice"}, "SK": {"S": "S#s1"}})["Item"]
+    assert "hide" not in session  # the purged range left the item
