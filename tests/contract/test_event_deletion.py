@@ -10,9 +10,9 @@ import pytest
 from agent_memory.errors import PreconditionFailed, SessionNotFound
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore
-from agent_memory.stores.ports import Deletion, DeletionRaced, EventQuery, SessionKey, SessionStore
+from agent_memory.stores.ports import Deletion, DeletionRaced, EventQuery, SessionKey, SessionStore, marks_of
 from agent_memory.stores.s3 import S3BlobStore
-from tests.conftest import BUCKET, TABLE
+from tests.conftest import BUCKET, TABLE, RequestCounter
 from tests.contract.test_session_store import KEY, event, ids_of, record, store  # noqa: F401 (the fixture)
 
 
@@ -165,3 +165,44 @@ def test_offloaded_payloads_go_with_the_purge_every_version(aws: dict[str, Any])
     assert [i["SK"]["S"] for i in items] == ["V#small"]
     session = aws["dynamodb"].get_item(TableName=TABLE, Key={"PK": {"S": "U#app#alice"}, "SK": {"S": "S#s1"}})["Item"]
     assert "hide" not in session  # the purged range left the item
+
+
+@pytest.mark.parametrize("purged", [False, True])
+def test_marks_read_with_the_record_before_a_deletion_never_show_part_of_it(
+    store: SessionStore,  # noqa: F811
+    purged: bool,
+) -> None:
+    """A caller hands ``read_events`` the marks of the record it read (``EventQuery.marks``); a deletion that commits
+    (and maybe purges) after that read is still honoured whole: the store checks the count after the events."""
+    ten(store)
+    stale = store.get_session(KEY)
+    assert stale is not None
+    store.delete_events(KEY, deletion(store, (3, 6)), None)
+    if purged:
+        store.purge_deleted(KEY, lambda ids: None)
+    marks = marks_of(stale)
+    assert ids_of(store, EventQuery(marks=marks)) == ["e1", "e2", "e7", "e8", "e9", "e10"]
+    assert ids_of(store, EventQuery(num_recent=6, marks=marks)) == ["e1", "e2", "e7", "e8", "e9", "e10"]
+    # Fresh marks (a record read after the deletion) hide the same range without any read of them before the events.
+    fresh = store.get_session(KEY)
+    assert fresh is not None and fresh.deletions == stale.deletions + 1
+    assert ids_of(store, EventQuery(after_seq=1, limit=3, marks=marks_of(fresh))) == ["e2", "e7", "e8"]
+
+
+def test_marks_from_the_record_save_the_read_before_the_events(aws: dict[str, Any]) -> None:
+    dynamo = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(aws["s3"], BUCKET))
+    ten(dynamo)
+    dynamo.delete_events(KEY, deletion(dynamo, (2, 2)), None)
+    got = dynamo.get_session(KEY)
+    assert got is not None and got.hidden == ((2, 2),)
+    counter = RequestCounter().attach(aws["dynamodb"], aws["s3"])
+    assert [e["id"] for e in dynamo.read_events(KEY, EventQuery(num_recent=3, marks=marks_of(got)))] == [
+        "e8",
+        "e9",
+        "e10",
+    ]
+    # The events' Query and the one-item Query of the deletion count after it; no read of the marks before.
+    assert counter.count("dynamodb", "Query") == 2
+    counter.reset()
+    dynamo.read_events(KEY, EventQuery(num_recent=3))
+    assert counter.count("dynamodb", "Query") == 3

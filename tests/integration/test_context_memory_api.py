@@ -189,7 +189,8 @@ def test_bad_bodies_are_refused(api: Api, body: dict[str, Any], field: str) -> N
 def test_a_context_without_memories_reads_no_memory(api: Api, remembered: Any, counter: RequestCounter) -> None:
     counter.reset()
     get_context(api, "now", "system=Be+brief.&max_tokens=500")
-    assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query")]
+    # The session with its state, its events, its deletion count after them: no memory read.
+    assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query"), ("dynamodb", "Query")]
     counter.reset()
     get_context(api, "now", "memories=2")
     assert any(service == "s3" for service, _ in counter.calls)

@@ -15,7 +15,7 @@ from ..policy.identifiers import validate_identifier
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
-from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore
+from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore, marks_of
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class CompactionService:
         record = self._store.get_session(key)
         if record is None:
             raise SessionNotFound(key.session_id)
-        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq))
+        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
         summary_event = next((e for e in events if e.get("id") == record.summary_event_id), None)
         earlier: list[dict[str, Any]] = []
         if self._settings.overlap_size and record.summary_end_seq:
@@ -107,6 +107,7 @@ class CompactionService:
                 EventQuery(
                     up_to_seq=record.summary_end_seq,
                     num_recent=OVERLAP_EVENTS_PER_INVOCATION * self._settings.overlap_size,
+                    marks=marks_of(record),
                 ),
             )
         plan = plan_compaction(events, summary_event, self._settings, earlier=earlier, force=force)

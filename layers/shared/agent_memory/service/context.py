@@ -21,7 +21,7 @@ from ..policy.context import (
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import compaction_range, event_messages, is_compaction, summary_text
 from ..policy.profile import profile_text
-from ..stores.ports import EventQuery, SessionKey, SessionStore
+from ..stores.ports import EventQuery, SessionKey, SessionStore, marks_of
 
 if TYPE_CHECKING:
     from .memories import MemoryService
@@ -47,7 +47,7 @@ class ContextService:
         record = self._store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)
-        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq))
+        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
         summary = next((e for e in events if e.get("id") == record.summary_event_id), None)
         recall = self._recall(key, events, options) if options.wants_memory else None
         try:

@@ -52,6 +52,7 @@ from ..stores.ports import (
     SessionKey,
     SessionRecord,
     SessionStore,
+    marks_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -234,6 +235,7 @@ class SessionService:
             limit=None if limit is None else limit + 1,
             max_bytes=RESPONSE_CAP,
             verbatim=True,
+            marks=marks_of(record),
         )
         events = self.store.read_events(key, query)
         data = self._session(record).dump()

@@ -17,7 +17,7 @@ from ..jsonio import RESPONSE_CAP, event_size
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from ..requests import EXPORT_FORMAT, SessionDocument
-from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
+from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of
 from .sessions import SessionService
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class SessionTransfer:
         # Up to the last seq the record counts: an append landing meanwhile is not half in the document. The read
         # stops once it passes what a response carries (no session of any size is read whole into memory).
         events = self._store.read_events(
-            key, EventQuery(up_to_seq=record.last_seq, max_bytes=RESPONSE_CAP, verbatim=True)
+            key, EventQuery(up_to_seq=record.last_seq, max_bytes=RESPONSE_CAP, verbatim=True, marks=marks_of(record))
         )
         if sum(event_size(e) for e in events) >= RESPONSE_CAP:
             raise PayloadTooLarge(

@@ -1462,14 +1462,18 @@ class DynamoSessionStore:
         return marker
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
-        """Reads the session item's deletion marks (``dels``, ``hide``) before and after the events: the seq ranges
+        """Reads the session item's deletion marks (``dels``, ``hide``) before (unless the query brings them from the
+        caller's record: ``EventQuery.marks``) and after the events: the seq ranges
         of a deletion not purged yet are left out of the Queries, and a deletion that committed while the events
         were read (its purge may have removed part of them under the read) makes the read start again. So no read
         ever shows part of a deletion, whatever its size."""
         if query.num_recent == 0 or query.limit == 0:
             return []
+        known = query.marks
         for _ in range(_READ_ATTEMPTS):
-            deletions, hidden = self._deletion_marks(key)
+            # The caller's marks, read with its record a moment ago, save the first read (once: a retry reads).
+            deletions, hidden = (known[0], list(known[1])) if known is not None else self._deletion_marks(key)
+            known = None
             events = self._read_visible(key, query, hidden)
             if self._deletion_marks(key, counter_only=True)[0] == deletions:
                 return events
@@ -1857,6 +1861,7 @@ def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> Sessi
         incarnation=_attr(item, "inc"),
         memo=_memo_from_item(item) if with_state else {},
         deletions=_whole(item, "dels"),
+        hidden=tuple(_hidden_ranges(item)),
     )
 
 

@@ -45,6 +45,9 @@ class SessionRecord:
     # How many event deletions (DELETE of events, clear, rewind) the session has committed: a compaction planned
     # before one must not store a summary of what it deleted (``append_compaction``'s ``deletions``).
     deletions: int = 0
+    # The seq ranges of those deletions whose purge has not finished (hidden from every read), as read with the
+    # record: handed to ``read_events`` (``EventQuery.marks``) so that the store need not read them again.
+    hidden: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,11 @@ class EventQuery:
 
     ``verbatim``: values nested deeper than ``jsonio.MAX_DEPTH`` come back as ``RawJSON`` (for responses, which
     ``jsonio.dumps`` splices verbatim) rather than as a string of their JSON (for code that walks events).
+
+    ``marks``: the session's deletion count and hidden seq ranges as the caller just read them with its record
+    (``SessionRecord.deletions``, ``.hidden``; ``marks_of(record)``): a store that keeps deletions apart from the
+    events (DynamoDB) then skips its own first read of them. It still checks the count after the events, so a
+    deletion committed since the record was read is never half-seen.
     """
 
     num_recent: int | None = None
@@ -114,9 +122,15 @@ class EventQuery:
     limit: int | None = None
     max_bytes: int | None = None
     verbatim: bool = False
+    marks: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
 
 SeqRange = tuple[int, int]  # seqs lo..hi, both included
+
+
+def marks_of(record: SessionRecord) -> tuple[int, tuple[SeqRange, ...]]:
+    """A session record's deletion marks, for ``EventQuery.marks``."""
+    return record.deletions, record.hidden
 
 
 @dataclass(frozen=True)
