@@ -199,3 +199,42 @@ def test_an_offloaded_payload_is_gone_from_every_version_before_the_answer(api: 
     versions = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="sessions/")
     assert not versions.get("Versions") and not versions.get("DeleteMarkers")
     assert [e["id"] for e in api.get("o1").body["events"]] == ["small"]
+
+
+def _every_object_version(aws: dict[str, Any]) -> str:
+    """The bytes of every object version in the context bucket, decoded as far as they decode."""
+    s3 = aws["s3"]
+    out = []
+    for version in s3.list_object_versions(Bucket=BUCKET).get("Versions", []):
+        body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
+        out.append(body.decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def test_a_deleted_fact_leaves_the_profile_the_export_and_every_stored_byte(api: Api, aws: dict[str, Any]) -> None:
+    """The privacy case across the issue's features: a user turn stating a fact is saved to memory (and so to the
+    profile), exported, then deleted; no later profile, export, context, search or stored object holds it."""
+    api.create(session_id="p1")
+    turns = [
+        text_event("I'm allergic to sesame, and my code word is zanzibar", id="fact", invocation_id="i1"),
+        text_event("Noted, no sesame.", author="assistant", id="ack", invocation_id="i1"),
+        text_event("I live in Porto", id="home", invocation_id="i2"),
+    ]
+    assert api.append("p1", {"events": turns}).status == 201
+    assert api.request("POST", "/apps/app/users/alice/memories", json_body={"session_id": "p1"}).status == 200
+    profile = api.request("GET", "/apps/app/users/alice/profile").body
+    assert any("sesame" in f["text"].lower() for f in profile["facts"]), profile
+    assert "zanzibar" in texts(api.request("GET", f"{S}/p1/export").body)
+    assert "zanzibar" in _every_object_version(aws)  # the memory's part
+
+    assert delete(api, "p1", "fact").status == 200
+
+    profile = api.request("GET", "/apps/app/users/alice/profile").body
+    assert "sesame" not in texts(profile).lower() and any("porto" in f["text"].lower() for f in profile["facts"])
+    exported = api.request("GET", f"{S}/p1/export", query={"format": "yaml"})
+    assert exported.status == 200 and "Noted" in exported.raw.decode() and "zanzibar" not in exported.raw.decode()
+    assert [e["id"] for e in api.request("GET", f"{S}/p1/export").body["events"]] == ["ack", "home"]
+    assert "zanzibar" not in texts(context(api, "p1"))
+    assert not any("zanzibar" in texts(hit) for hit in search(api, "code word zanzibar sesame", top_k=20))
+    assert "zanzibar" not in texts(aws["dynamodb"].scan(TableName=TABLE)["Items"])
+    assert "zanzibar" not in _every_object_version(aws)
