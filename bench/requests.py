@@ -73,6 +73,22 @@ def run() -> list[tuple[str, int, int, int, int]]:
         assert len(reply["events"]) == 20
         measure("get, num_recent_events=0", "GET", f"{base}/big?num_recent_events=0")
         measure("append 600 KB event (to S3)", "POST", f"{base}/big/events", _event("z" * 600_000), 201)
+        # Issue 12's routes on a 20-event chat, its turns saved to long-term memory first.
+        call("POST", base, {"session_id": "chat"})
+        turns = [_event(f"I like topic {i}; my sister Rita lives in Porto", id=f"t{i}") for i in range(20)]
+        call("POST", f"{base}/chat/events", {"events": turns})
+        call("POST", "/apps/bench/users/u1/memories", {"session_id": "chat", "policy": "all"})
+        measure("context, 20 events", "GET", f"{base}/chat/context")
+        measure("context + memories=5 (warm)", "GET", f"{base}/chat/context?memories=5")
+        measure("context + profile=true (warm)", "GET", f"{base}/chat/context?profile=true")
+        measure("profile (warm)", "GET", "/apps/bench/users/u1/profile")
+        measure("put memo", "PUT", f"{base}/chat/memo", {"memo": {"turns": 20}})
+        measure("get memo", "GET", f"{base}/chat/memo")
+        document = measure("export, 20 events", "GET", f"{base}/chat/export")
+        measure("import, 20 events (new id)", "POST", f"{base}/import?session_id=copy", document, 201)
+        measure("delete 1 event (and its memory)", "DELETE", f"{base}/chat/events/t3")
+        measure("rewind: the last 2 events", "DELETE", f"{base}/chat/events?before_seq=19")
+        measure("clear the 16 left", "DELETE", f"{base}/chat/events")
         for i in range(50):
             call("POST", base, {"session_id": f"s{i:03d}"})
         measure("list, page of 20 (of 51)", "GET", f"{base}?limit=20")
