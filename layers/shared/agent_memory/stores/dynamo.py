@@ -412,23 +412,8 @@ class DynamoSessionStore:
         actions: list[dict[str, Any]] = [{"Put": put}, self._count_update(record.app_name, record.user_id, delta.user)]
         if delta.app:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, delta.app))
-        recounted = False
         while True:
-            try:
-                created = self._try_create(actions, budget)
-            except QuotaExceeded:
-                # With a retention the count may be high (sessions removed by TTL are never taken out): count the
-                # user's sessions once, correct it, and try again; a true count at the limit refuses. Without one
-                # the count cannot drift, and a refused create costs no read of the user's partition.
-                if (
-                    recounted
-                    or not self._retention_s
-                    or not self._recount_sessions(record.app_name, record.user_id, budget)
-                ):
-                    raise
-                recounted = True
-                continue
-            if created:
+            if self._try_counted_create(actions, record, budget):
                 # Events a delete that predates tombstones left behind must not show in this session.
                 self._purge(key, budget, created=True)
                 stored = budget.call(self.get_session, key)
@@ -455,6 +440,18 @@ class DynamoSessionStore:
                 self._purge(key, budget)
                 put["ConditionExpression"] = "attribute_not_exists(PK) OR attribute_exists(deleting)"
             # Else deleted between our write and read: create again.
+
+    def _try_counted_create(self, actions: list[dict[str, Any]], record: SessionRecord, budget: _Budget) -> bool:
+        """``_try_create`` of a transaction that counts the session in its user's quota. With a retention the count
+        may be high (sessions removed by TTL are never taken out): on a refusal, count the user's sessions once,
+        correct it, and try again; a true count at the limit refuses. Without one the count cannot drift, and a
+        refused create costs no read of the user's partition."""
+        try:
+            return self._try_create(actions, budget)
+        except QuotaExceeded:
+            if not self._retention_s or not self._recount_sessions(record.app_name, record.user_id, budget):
+                raise
+        return self._try_create(actions, budget)
 
     def _count_update(self, app_name: str, user_id: str, user_state: dict[str, Any]) -> dict[str, Any]:
         """The create's update of the user's state item: its state delta, one more session, and the quota."""
@@ -989,23 +986,11 @@ class DynamoSessionStore:
         ]
         if record.app_state:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, record.app_state))
-        recounted = False
-        while True:
-            try:
-                if self._try_create(actions, budget):
-                    return True
-            except QuotaExceeded:
-                if (
-                    recounted
-                    or not self._retention_s
-                    or not self._recount_sessions(record.app_name, record.user_id, budget)
-                ):
-                    raise
-                recounted = True
-                continue
-            marks = self._session_marks(key, budget)
-            # Our transaction landed and its answer was lost: the session item carries our incarnation.
-            return marks is not None and _attr(marks, "inc") == incarnation and "importing" not in marks
+        if self._try_counted_create(actions, record, budget):
+            return True
+        marks = self._session_marks(key, budget)
+        # Our transaction landed and its answer was lost: the session item carries our incarnation.
+        return marks is not None and _attr(marks, "inc") == incarnation and "importing" not in marks
 
     # --- events ---------------------------------------------------------------------------------------------
 
