@@ -11,11 +11,10 @@ from typing import Any
 
 from ..errors import SessionNotFound
 from ..policy.compaction import CompactionPlan, CompactionSettings, plan_compaction
-from ..policy.identifiers import validate_identifier
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
-from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore, marks_of
+from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore, marks_of, validated_key
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +86,7 @@ class CompactionService:
 
     def compact(self, app_name: str, user_id: str, session_id: str) -> CompactionOutcome:
         """Compact now everything outside the retained tail, whatever the triggers say."""
-        key = SessionKey(
-            validate_identifier(app_name, "app_name"),
-            validate_identifier(user_id, "user_id"),
-            validate_identifier(session_id, "session_id"),
-        )
+        key = validated_key(app_name, user_id, session_id)
         return self.compact_session(key, force=True)
 
     def compact_session(self, key: SessionKey, *, force: bool) -> CompactionOutcome:

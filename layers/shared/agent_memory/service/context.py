@@ -18,10 +18,9 @@ from ..policy.context import (
     iso_date,
     latest_user_text,
 )
-from ..policy.identifiers import validate_identifier
 from ..policy.messages import compaction_range, event_messages, is_compaction, summary_text
 from ..policy.profile import profile_text
-from ..stores.ports import EventQuery, SessionKey, SessionStore, marks_of
+from ..stores.ports import EventQuery, SessionKey, SessionStore, marks_of, validated_key
 
 if TYPE_CHECKING:
     from .memories import MemoryService
@@ -39,11 +38,7 @@ class ContextService:
     def get_context(self, app_name: str, user_id: str, session_id: str, options: ContextOptions) -> dict[str, Any]:
         """Reads the session, then only the events after its newest summary's range (the summary among them);
         then, when ``options`` asks for them, the memory hits and the profile."""
-        key = SessionKey(
-            validate_identifier(app_name, "app_name"),
-            validate_identifier(user_id, "user_id"),
-            validate_identifier(session_id, "session_id"),
-        )
+        key = validated_key(app_name, user_id, session_id)
         record = self._store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)

@@ -53,6 +53,7 @@ from ..stores.ports import (
     SessionRecord,
     SessionStore,
     marks_of,
+    validated_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -116,11 +117,7 @@ class SessionService:
 
     @staticmethod
     def _key(app_name: str, user_id: str, session_id: str) -> SessionKey:
-        return SessionKey(
-            validate_identifier(app_name, "app_name"),
-            validate_identifier(user_id, "user_id"),
-            validate_identifier(session_id, "session_id"),
-        )
+        return validated_key(app_name, user_id, session_id)
 
     @staticmethod
     def _session(record: SessionRecord, events: list[dict[str, Any]] | None = None) -> Session:

@@ -17,7 +17,7 @@ from ..jsonio import RESPONSE_CAP, event_size
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from ..requests import EXPORT_FORMAT, SessionDocument
-from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of
+from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of, validated_key
 from .sessions import SessionService
 
 logger = logging.getLogger(__name__)
@@ -31,11 +31,7 @@ class SessionTransfer:
 
     @staticmethod
     def _key(app_name: str, user_id: str, session_id: str) -> SessionKey:
-        return SessionKey(
-            validate_identifier(app_name, "app_name"),
-            validate_identifier(user_id, "user_id"),
-            validate_identifier(session_id, "session_id"),
-        )
+        return validated_key(app_name, user_id, session_id)
 
     def export_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
         """The session as one document (see the module). PayloadTooLarge (413) when its events alone would pass

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..policy.identifiers import validate_identifier
+
 # The listing cursors, defined with their tokens; re-exported for the adapters.
 from ..policy.paging import AppCursor as AppCursor
 from ..policy.paging import UserCursor as UserCursor
@@ -17,6 +19,15 @@ class SessionKey:
     app_name: str
     user_id: str
     session_id: str
+
+
+def validated_key(app_name: str, user_id: str, session_id: str) -> SessionKey:
+    """The key of a request's session, each part checked against the identifier rule (InvalidInput naming it)."""
+    return SessionKey(
+        validate_identifier(app_name, "app_name"),
+        validate_identifier(user_id, "user_id"),
+        validate_identifier(session_id, "session_id"),
+    )
 
 
 @dataclass

@@ -475,6 +475,23 @@ def _memo(text: str, where: str) -> dict[str, Any]:
     return memo if isinstance(memo, dict) else {}
 
 
+def _counters(conn: sqlite3.Connection, key: SessionKey, expected_version: int | None) -> tuple[int, int, int]:
+    """The session's row id, version and last seq, inside a write transaction: SessionNotFound when it is absent,
+    PreconditionFailed when ``expected_version`` (If-Match) is not its version."""
+    row = conn.execute(
+        "SELECT id, version, last_seq FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
+        (key.app_name, key.user_id, key.session_id),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(key.session_id)
+    session, version, last_seq = row
+    if expected_version is not None and expected_version != version:
+        raise PreconditionFailed(
+            f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
+        )
+    return int(session), int(version), int(last_seq)
+
+
 def _deletions(conn: sqlite3.Connection, session: int) -> int:
     row = conn.execute("SELECT count FROM deletions WHERE session = ?", (session,)).fetchone()
     return int(row[0]) if row else 0
@@ -709,17 +726,7 @@ class SqliteSessionStore:
         *,
         compaction: bool,
     ) -> AppendResult:
-        row = conn.execute(
-            "SELECT id, version, last_seq FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
-            (key.app_name, key.user_id, key.session_id),
-        ).fetchone()
-        if row is None:
-            raise SessionNotFound(key.session_id)
-        session, version, last_seq = row
-        if expected_version is not None and expected_version != version:
-            raise PreconditionFailed(
-                f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
-            )
+        session, version, last_seq = _counters(conn, key, expected_version)
         stored = self._stored(conn, session, list(dict.fromkeys(e.id for e in events)))
         # Reused ids first, so that a conflict stores nothing of the batch (the transaction is rolled back anyway).
         first: dict[str, NewEvent] = {}
@@ -897,17 +904,7 @@ class SqliteSessionStore:
         """One transaction: the rows go (their pending changes with them: auto-save never sees them), their ids are
         kept in ``deleted_events`` for ``purge_deleted``, the counters and the watermark move."""
         with self._db.write() as conn:
-            row = conn.execute(
-                "SELECT id, version, last_seq FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                (key.app_name, key.user_id, key.session_id),
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(key.session_id)
-            session, version, last_seq = row
-            if expected_version is not None and expected_version != version:
-                raise PreconditionFailed(
-                    f"If-Match version {expected_version} is not the current version {version}", field="If-Match"
-                )
+            session, version, last_seq = _counters(conn, key, expected_version)
             count = _deletions(conn, session)
             if (last_seq, count) != (deletion.based_on_seq, deletion.based_on_deletions):
                 raise DeletionRaced()
