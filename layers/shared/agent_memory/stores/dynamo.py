@@ -371,21 +371,20 @@ class DynamoSessionStore:
             }
         }
 
-    def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
-        key = SessionKey(record.app_name, record.user_id, record.session_id)
-        budget = _Budget()
-        # A fresh incarnation: nothing of an earlier session under this id (events, seq, a compaction in flight,
-        # payloads) can be taken for this one's, and a create whose answer was lost knows its own item again.
-        incarnation = uuid.uuid4().hex
-        item: dict[str, Any] = {
+    def _session_item(
+        self, key: SessionKey, record: SessionRecord, incarnation: str, *, version: int, last_seq: int
+    ) -> dict[str, Any]:
+        """A new session item (a create's, an import's): identity, times, counters, incarnation, its keys in the
+        app-wide index, and the mark that it is counted in its user's sessions."""
+        return {
             **self._session_key(key),
             "app_name": _s(record.app_name),
             "user_id": _s(record.user_id),
             "session_id": _s(record.session_id),
             "create_time": _n(record.create_time),
             "update_time": _n(record.update_time),
-            "version": _n(0),
-            "last_seq": _n(0),
+            "version": _n(version),
+            "last_seq": _n(last_seq),
             "inc": _s(incarnation),
             # The sparse by_app index (the app-wide listing): written here and removed by a delete, never by an
             # append, so appends cost the index nothing.
@@ -395,6 +394,14 @@ class DynamoSessionStore:
             # count existed has no mark and was never counted).
             COUNTED_ATTR: _n(1),
         }
+
+    def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
+        key = SessionKey(record.app_name, record.user_id, record.session_id)
+        budget = _Budget()
+        # A fresh incarnation: nothing of an earlier session under this id (events, seq, a compaction in flight,
+        # payloads) can be taken for this one's, and a create whose answer was lost knows its own item again.
+        incarnation = uuid.uuid4().hex
+        item = self._session_item(key, record, incarnation, version=0, last_seq=0)
         expiry = self._expiry(record.update_time)
         if expiry:
             item["expires_at"] = expiry
@@ -950,21 +957,8 @@ class DynamoSessionStore:
     def _commit_import(self, key: SessionKey, record: SessionRecord, incarnation: str, budget: _Budget) -> bool:
         """The session item in the placeholder's place, counted, with the user and app state: one transaction.
         False when the placeholder is no longer this import's (a DELETE, or another import, took it)."""
-        item: dict[str, Any] = {
-            **self._session_key(key),
-            "app_name": _s(record.app_name),
-            "user_id": _s(record.user_id),
-            "session_id": _s(record.session_id),
-            "create_time": _n(record.create_time),
-            "update_time": _n(record.update_time),
-            "version": _n(record.version),
-            "last_seq": _n(record.last_seq),
-            "inc": _s(incarnation),
-            "app_pk": _s(record.app_name),
-            "app_sk": _s(f"{record.user_id}#{record.session_id}"),
-            COUNTED_ATTR: _n(1),
-            "cmp_end": _n(record.summary_end_seq),
-        }
+        item = self._session_item(key, record, incarnation, version=record.version, last_seq=record.last_seq)
+        item["cmp_end"] = _n(record.summary_end_seq)
         if record.summary_event_id is not None:
             item["cmp_id"] = _s(record.summary_event_id)
         if record.memo:
