@@ -11,7 +11,7 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["STOP_WORDS", "stem", "tokenize"]
+__all__ = ["STOP_WORDS", "author_words", "mentions_time", "named_words", "stem", "temporal_question", "tokenize"]
 
 # A classic English list (close to the one of Lucene/NLTK), plus the words of questions ("what did she ...")
 # and of chat filler, which carry nothing for retrieval. Contractions appear without their apostrophe.
@@ -87,6 +87,62 @@ def _fold(text: str) -> str:
 @functools.lru_cache(maxsize=65536)
 def _stem_cached(word: str) -> str:
     return stem(word)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Retrieval signals beyond the words (issue 13): who said a memory, and whether it says when something happened
+# --------------------------------------------------------------------------------------------------------------
+
+# Words that place an event in time: relative days and periods, weekdays, months, years, "ago", "since". General
+# English, written before looking at how it scores (no LoCoMo phrase was added for its questions).
+_MONTHS = "january february march april may june july august september october november december"
+_TIME_WORDS = (
+    "yesterday today tonight tomorrow ago recently lately earlier later since weekend "
+    "monday tuesday wednesday thursday friday saturday sunday " + _MONTHS
+)
+_TIME = re.compile(
+    r"\b(?:" + "|".join(_TIME_WORDS.split()) + r")\b"
+    r"|\b(?:last|next|this|past|coming|few|couple of|other) (?:day|days|night|week|weeks|month|months|year|years|"
+    r"weekend|morning|afternoon|evening|summer|winter|spring|fall|autumn|time)\b"
+    r"|\b(?:19|20)\d\d\b"
+    r"|\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|several) (?:days?|weeks?|months?|years?)\b",
+    re.IGNORECASE,
+)
+# A question asking when something happened, or for how long.
+_WHEN = re.compile(
+    r"^\W*when\b|\bwhen (?:did|was|were|is|are|will|does|do|has|had|would)\b|\bhow long\b|"
+    r"\b(?:what|which) (?:year|month|day|date|week|weekend|time of year)\b|\bhow many (?:years|months|weeks|days)\b|"
+    r"\bsince when\b",
+    re.IGNORECASE,
+)
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` places something in time ("yesterday", "last week", "in May", "3 years ago", "2022")."""
+    return bool(text) and _TIME.search(text) is not None
+
+
+def temporal_question(query: str) -> bool:
+    """Whether ``query`` asks when something happened or how long ago ("When did ...", "How long has ...")."""
+    return bool(query) and _WHEN.search(query) is not None
+
+
+def author_words(author: str) -> list[str]:
+    """The words that name an author in a query: its words casefolded, unstemmed, stop words out
+    (``"Caroline"`` -> ``["caroline"]``, ``"Dr. Ann Lee"`` -> ``["dr", "ann", "lee"]``)."""
+    return [w for w in named_words(author) if w not in STOP_WORDS]
+
+
+def named_words(text: str) -> list[str]:
+    """``text``'s words as ``author_words`` writes them (casefolded, unstemmed, a possessive ``'s`` dropped)."""
+    out = []
+    for word in _WORD.findall(_fold(text)) if text else []:
+        if word.endswith("'s"):
+            word = word[:-2]
+        word = word.replace("'", "")
+        if word:
+            out.append(word)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
