@@ -279,6 +279,12 @@ def variants() -> list[Variant]:
         Variant("hybrid, reciprocal-rank fusion (k=60)", replace(RRF, context_weight=0.0)),
         Variant("hybrid, weighted score fusion", HYBRID),
         Variant("lexical + context", replace(LEXICAL, context_weight=DEFAULT.context_weight), CONTEXT, True),
+        Variant(
+            "lexical + context + speaker + time (EMBEDDER=none)",
+            replace(SERVICE, mode="lexical"),
+            CONTEXT,
+            True,
+        ),
         Variant("dense + context", DENSE, CONTEXT, True),
         Variant("hybrid rrf + context", RRF, CONTEXT, True),
         Variant("hybrid + context without the date", DEFAULT, CONTEXT, False),
