@@ -465,7 +465,9 @@ def test_temporal_question(query: str, expected: bool) -> None:
 def test_author_words_and_named_words() -> None:
     assert author_words("Caroline") == ["caroline"]
     assert author_words("Dr. Ann Lee") == ["dr", "ann", "lee"]
-    assert author_words("user") == ["user"]
+    # roles and programs are no one a query names: "travel" must not prefer everything travel_agent said
+    assert author_words("user") == author_words("model") == author_words("travel_agent") == []
+    assert author_words("bot2") == author_words("") == []
     assert named_words("What is Caroline's job?") == ["what", "is", "caroline", "job"]
 
 
@@ -512,6 +514,17 @@ def test_tags_change_no_lexical_score_and_survive_storage_merges_and_forgetting(
     forgotten = tagged.without(["c1", "c2"])  # Caroline's memories gone: so is her tag
     assert "@a:caroline" not in forgotten._term_map()
     assert ids(forgotten.search(query, 4, config=boosted))[0] == "m1"
+
+
+def test_an_agent_author_is_not_named_by_a_word_of_its_identifier() -> None:
+    docs = [
+        Doc("a", "travel_agent: Your flight to Lisbon is booked.", author="travel_agent"),
+        Doc("u", "user: I want to plan travel to Lisbon next spring, flights and hotels.", author="user"),
+    ]
+    index = SearchIndex.build(docs)
+    assert not any(term.startswith("@a:") for term in index._term_map())
+    boosted = SearchConfig(author_boost=1.0)
+    assert ids(index.search("travel plans Lisbon", 2, config=boosted)) == ids(index.search("travel plans Lisbon", 2))
 
 
 def test_the_boosts_must_not_be_negative() -> None:

@@ -127,10 +127,19 @@ def temporal_question(query: str) -> bool:
     return bool(query) and _WHEN.search(query) is not None
 
 
+# Authors that are roles or programs, not people: a query saying "user" or "model" names none of them.
+_ROLE_AUTHORS = frozenset(["user", "model", "assistant", "system", "tool", "agent", "bot", "ai"])
+
+
 def author_words(author: str) -> list[str]:
     """The words that name an author in a query: its words casefolded, unstemmed, stop words out
-    (``"Caroline"`` -> ``["caroline"]``, ``"Dr. Ann Lee"`` -> ``["dr", "ann", "lee"]``)."""
-    return [w for w in named_words(author) if w not in STOP_WORDS]
+    (``"Caroline"`` -> ``["caroline"]``, ``"Dr. Ann Lee"`` -> ``["dr", "ann", "lee"]``). None for an author that
+    is a role or a program rather than a person's name (``user``, ``model``, an ADK agent's identifier such as
+    ``travel_agent`` or ``bot2``): "travel" in a query must not prefer everything that agent said."""
+    if not author or "_" in author or any(c.isdigit() for c in author):
+        return []
+    words = [w for w in named_words(author) if w not in STOP_WORDS]
+    return [] if not words or " ".join(words) in _ROLE_AUTHORS else words
 
 
 def named_words(text: str) -> list[str]:
