@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,21 @@ def context_of(turns: Sequence[Turn], i: int, previous: int = 2, date: bool = Tr
 
 def documents(conversation: Conversation, previous: int = 0, date: bool = False) -> list[Doc]:
     turns = conversation.turns
-    return [Doc(t.dia_id, t.memory, context_of(turns, i, previous, date), t.speaker) for i, t in enumerate(turns)]
+    return [
+        Doc(
+            t.dia_id,
+            t.memory,
+            context_of(turns, i, previous, date),
+            t.speaker,
+            session_time(t.date) if t.date else None,
+        )
+        for i, t in enumerate(turns)
+    ]
+
+
+def session_time(text: str) -> float:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as epoch seconds (UTC)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
 
 
 class CachingEmbedder:
@@ -280,7 +295,7 @@ def variants() -> list[Variant]:
         Variant("hybrid, weighted score fusion", HYBRID),
         Variant("lexical + context", replace(LEXICAL, context_weight=DEFAULT.context_weight), CONTEXT, True),
         Variant(
-            "lexical + context + speaker + time (EMBEDDER=none)",
+            "lexical + context + speaker + time + month (EMBEDDER=none)",
             replace(SERVICE, mode="lexical"),
             CONTEXT,
             True,
@@ -291,9 +306,10 @@ def variants() -> list[Variant]:
         Variant("hybrid + context of 1 previous turn", DEFAULT, 1, True),
         Variant("hybrid + context, plain tokens", DEFAULT, CONTEXT, True, plain_tokens),
         Variant("hybrid + context (before issue 13)", DEFAULT, CONTEXT, True),
-        Variant("hybrid + context + speaker", replace(SERVICE, time_boost=0.0), CONTEXT, True),
-        Variant("hybrid + context + time", replace(SERVICE, author_boost=0.0), CONTEXT, True),
-        Variant("hybrid + context + speaker + time (the service's)", SERVICE, CONTEXT, True),
+        Variant("hybrid + context + speaker", replace(SERVICE, time_boost=0.0, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + time", replace(SERVICE, author_boost=0.0, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + speaker + time", replace(SERVICE, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + speaker + time + month (the service's)", SERVICE, CONTEXT, True),
     ]
 
 
@@ -323,6 +339,9 @@ def sweep() -> list[Variant]:
     for author, when in pairs:
         config = replace(DEFAULT, author_boost=author, time_boost=when)
         out.append(Variant(f"hybrid + context + speaker + time, boosts {author} / {when}", config, CONTEXT, True))
+    for boost in (0.05, 0.1, 0.2, 0.3, 0.5):
+        config = replace(SERVICE, date_boost=boost)
+        out.append(Variant(f"hybrid + context + speaker + time + month, date_boost={boost}", config, CONTEXT, True))
     return out
 
 

@@ -14,7 +14,14 @@ import pytest
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
 from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
 from agent_memory.search import index as index_module
-from agent_memory.search.lexical import author_words, mentions_time, named_words, stem, temporal_question
+from agent_memory.search.lexical import (
+    asked_months,
+    author_words,
+    mentions_time,
+    named_words,
+    stem,
+    temporal_question,
+)
 
 # --------------------------------------------------------------------------------------------------------------
 # Fixtures
@@ -527,8 +534,41 @@ def test_an_agent_author_is_not_named_by_a_word_of_its_identifier() -> None:
     assert ids(index.search("travel plans Lisbon", 2, config=boosted)) == ids(index.search("travel plans Lisbon", 2))
 
 
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did Melanie go camping in June?", [(None, 6)]),
+        ("What did Gina find on 1 February, 2023?", [(2023, 2)]),
+        ("What happened on May 23, 2023?", [(2023, 5)]),
+        ("What happened in December 2023 and in January 2024?", [(2023, 12), (2024, 1)]),
+        ("May I ask what Caroline painted?", []),  # the verb, not the month
+        ("What did Caroline paint?", []),
+    ],
+)
+def test_asked_months(query: str, expected: list[tuple[int | None, int]]) -> None:
+    assert asked_months(query) == expected
+
+
+def test_a_query_naming_a_month_prefers_memories_of_that_month() -> None:
+    july, august = 1688688000.0, 1691366400.0  # 7 July 2023, 7 August 2023 (UTC)
+    docs = [
+        Doc("jul", "Melanie: we went to the beach, so much fun at the beach", timestamp=july),
+        Doc("aug", "Melanie: we went to the beach", timestamp=august),
+        Doc("old", "Melanie: the beach was lovely", timestamp=float("nan")),  # no month, no failure
+    ]
+    index = SearchIndex.build(docs)
+    dated = SearchConfig(date_boost=1.0)
+    assert ids(index.search("beach in August", 3, config=SearchConfig()))[0] == "jul"  # more beach
+    assert ids(index.search("beach in August", 3, config=dated))[0] == "aug"
+    assert ids(index.search("beach on 7 August, 2023", 3, config=dated))[0] == "aug"
+    assert ids(index.search("beach on 7 August, 2022", 3, config=dated))[0] == "jul"  # another year's August
+    assert ids(SearchIndex.from_bytes(index.to_bytes()).search("beach in August", 3, config=dated))[0] == "aug"
+
+
 def test_the_boosts_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="boost"):
         SearchConfig(author_boost=-0.1)
     with pytest.raises(ValueError, match="boost"):
         SearchConfig(time_boost=-0.1)
+    with pytest.raises(ValueError, match="boost"):
+        SearchConfig(date_boost=-0.1)

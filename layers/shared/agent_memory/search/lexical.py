@@ -11,7 +11,16 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["STOP_WORDS", "author_words", "mentions_time", "named_words", "stem", "temporal_question", "tokenize"]
+__all__ = [
+    "STOP_WORDS",
+    "asked_months",
+    "author_words",
+    "mentions_time",
+    "named_words",
+    "stem",
+    "temporal_question",
+    "tokenize",
+]
 
 # A classic English list (close to the one of Lucene/NLTK), plus the words of questions ("what did she ...")
 # and of chat filler, which carry nothing for retrieval. Contractions appear without their apostrophe.
@@ -115,6 +124,30 @@ _WHEN = re.compile(
     r"\bsince when\b",
     re.IGNORECASE,
 )
+
+
+# A month a query names, with the day and the year when given ("on 7 July, 2023", "in December 2023", "in June",
+# "May 23, 2023"). "May" alone is the verb as often as the month: it counts only beside a day or a year.
+_MONTH_NUMBERS = {name: i + 1 for i, name in enumerate(_MONTHS.split())}
+_ASKED_MONTH = re.compile(
+    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(" + "|".join(_MONTHS.split()) + r")\b"
+    r"(?:\s+(\d{1,2})(?:st|nd|rd|th)?\b)?(?:,?\s+((?:19|20)\d\d)\b)?",
+    re.IGNORECASE,
+)
+
+
+def asked_months(query: str) -> list[tuple[int | None, int]]:
+    """The (year or None, month) pairs ``query`` names: ``"on 7 July, 2023"`` -> ``[(2023, 7)]``,
+    ``"in June"`` -> ``[(None, 6)]``; a bare "may" is not May."""
+    out: list[tuple[int | None, int]] = []
+    for match in _ASKED_MONTH.finditer(query or ""):
+        day_before, month, day_after, year = match.groups()
+        if month.lower() == "may" and not (day_before or day_after or year):
+            continue
+        pair = (int(year) if year else None, _MONTH_NUMBERS[month.lower()])
+        if pair not in out:
+            out.append(pair)
+    return out
 
 
 def mentions_time(text: str) -> bool:
