@@ -266,6 +266,19 @@ def main() -> None:
                     f"{r['after@5']:.3f} | {r['after@10']:.3f} | {r['answerable_empty']:.3f} | "
                     f"{r['off_topic_empty']:.3f} | {r['adversarial_empty']:.3f} |"
                 )
+        # what the service scores with today (search.index's constants), on the same ranking: a refit is adopted
+        # only when it is worth it, and these rows say what keeping the constants costs
+        from agent_memory.search.index import HYBRID_CALIBRATION, LEXICAL_CALIBRATION
+
+        current = HYBRID_CALIBRATION if hybrid else LEXICAL_CALIBRATION
+        kept = [current.bias, current.lexical, current.dense] if hybrid else [current.bias, current.lexical]
+        for name, split in (("tuning", tuning), ("validation", validation)):
+            r = evaluate(split, kept, hybrid, current.min_score)
+            print(
+                f"| {name}, the service's constants, min_score {current.min_score:g} | {r['questions']} | "
+                f"{r['before@5']:.3f} | {r['before@10']:.3f} | {r['after@5']:.3f} | {r['after@10']:.3f} | "
+                f"{r['answerable_empty']:.3f} | {r['off_topic_empty']:.3f} | {r['adversarial_empty']:.3f} |"
+            )
         print("\nvalidation, retrieved top 10 by score band: memories, mean score, share that is evidence")
         for band, count, mean, share in reliability(validation, weights, hybrid):
             print(f"  {band}: {count} memories, mean score {mean:.3f}, evidence {share:.3f}")

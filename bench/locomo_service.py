@@ -6,8 +6,10 @@ Each conversation is one user. Each of its sessions is created and its turns app
 the HTTP handlers (author = speaker, the turn's text plus its image caption, ``custom_metadata.dia_id``, the
 session date as the timestamp); each session is saved with policy ``all``; then every question of
 categories 1–4 is searched (``POST …/memories/search``, top_k 10) and recall@k is computed from the
-``dia_id`` of the returned memories. DynamoDB and S3 are moto, in process; the embedder is the offline
-MiniLM (``EMBEDDER`` to change it). All conversations share one table and bucket, each its own user.
+``dia_id`` of the returned memories, over all five conversations, then the tuning (26, 30, 41) and the
+validation (42, 43) ones apart (choices are made on tuning only). DynamoDB and S3 are moto, in process; the
+embedder is the offline MiniLM (``EMBEDDER`` to change it). All conversations share one table and bucket, each
+its own user.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.environment import bench_environment
-from bench.locomo import Conversation, evaluate, load_conversations
+from bench.locomo import SPLITS, Conversation, evaluate, load_conversations
 from bench.off_topic import OFF_TOPIC
 
 TABLE = "agent-memory-locomo"
@@ -114,6 +116,12 @@ def main() -> None:
     print("| through the service | recall@5 | recall@10 |")
     print("|---|---:|---:|")
     print(f"| all categories 1–4 | {result['recall@5']:.3f} | {result['recall@10']:.3f} |")
+    for split, members in SPLITS:  # chosen on tuning; validation is what an unseen conversation can expect
+        row = result["by_split"][split]
+        print(
+            f"| {split} ({', '.join(members)}; {row['questions']} questions) | {row['recall@5']:.3f} | "
+            f"{row['recall@10']:.3f} |"
+        )
     for category, row in result["by_category"].items():
         print(
             f"| category {category} ({row['questions']} questions) | {row['recall@5']:.3f} | {row['recall@10']:.3f} |"

@@ -14,7 +14,14 @@ import pytest
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
 from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
 from agent_memory.search import index as index_module
-from agent_memory.search.lexical import stem
+from agent_memory.search.lexical import (
+    asked_months,
+    author_words,
+    mentions_time,
+    named_words,
+    stem,
+    temporal_question,
+)
 
 # --------------------------------------------------------------------------------------------------------------
 # Fixtures
@@ -424,3 +431,144 @@ def test_the_documented_default_cuts_are_the_calibrations() -> None:
 
     assert f"Default {index_module.HYBRID_CALIBRATION.min_score:g} " in MIN_SCORE_DESCRIPTION
     assert f"`EMBEDDER=none`), {index_module.LEXICAL_CALIBRATION.min_score:g}:" in MIN_SCORE_DESCRIPTION
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Signals beyond the words: the author a query names, and "when" questions (issue 13)
+# --------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I went to the support group yesterday", True),
+        ("We ran a charity race last Saturday", True),
+        ("I painted it in 2022", True),
+        ("a friend made it ten years ago", True),
+        ("I have known them for 4 years", True),
+        ("We're going camping next month", True),
+        ("I love painting sunsets", False),
+        ("the last thing I want", False),
+    ],
+)
+def test_mentions_time(text: str, expected: bool) -> None:
+    assert mentions_time(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("How long has Caroline had her friends?", True),
+        ("In what year did Melanie paint the sunrise?", True),
+        ("What did Caroline paint?", False),
+        ("Where does Melanie go when she is sad?", False),
+    ],
+)
+def test_temporal_question(query: str, expected: bool) -> None:
+    assert temporal_question(query) is expected
+
+
+def test_author_words_and_named_words() -> None:
+    assert author_words("Caroline") == ["caroline"]
+    assert author_words("Dr. Ann Lee") == ["dr", "ann", "lee"]
+    # roles and programs are no one a query names: "travel" must not prefer everything travel_agent said
+    assert author_words("user") == author_words("model") == author_words("travel_agent") == []
+    assert author_words("bot2") == author_words("") == []
+    assert named_words("What is Caroline's job?") == ["what", "is", "caroline", "job"]
+
+
+SPEAKERS = [
+    Doc("c1", "Caroline: camping is fine by me.", author="Caroline"),
+    Doc("m1", "Melanie: Caroline and I love camping in the mountains.", author="Melanie"),
+    Doc("c2", "Caroline: I went to a pottery class yesterday.", author="Caroline"),
+    Doc("m2", "Melanie: I took a pottery class; the class was fun.", author="Melanie"),
+]
+
+
+def test_a_query_naming_an_author_prefers_that_authors_memories() -> None:
+    index = SearchIndex.build(SPEAKERS)
+    plain = SearchConfig(author_boost=0.0)
+    assert ids(index.search("Where does Melanie like camping?", 2, config=plain))[0] == "m1"
+    assert ids(index.search("Where does Melanie like camping?", 2, config=SearchConfig(author_boost=0.3)))[0] == "m1"
+    # Melanie's memory wins without the boost (it holds more of the words), Caroline's own with it
+    query = "Does Caroline love camping in the mountains?"
+    assert ids(index.search(query, 2, config=plain))[0] == "m1"
+    assert ids(index.search(query, 2, config=SearchConfig(author_boost=1.0)))[0] == "c1"
+
+
+def test_a_when_question_prefers_memories_that_say_when() -> None:
+    index = SearchIndex.build(SPEAKERS)
+    plain, timed = SearchConfig(time_boost=0.0), SearchConfig(time_boost=1.0)
+    assert ids(index.search("What pottery class did Melanie take?", 2, config=plain))[0] == "m2"
+    assert ids(index.search("When was the pottery class?", 2, config=plain))[0] == "m2"
+    assert ids(index.search("When was the pottery class?", 2, config=timed))[0] == "c2"  # "yesterday"
+    assert ids(index.search("What pottery class did Melanie take?", 2, config=timed))[0] == "m2"  # not a "when"
+
+
+def test_tags_change_no_lexical_score_and_survive_storage_merges_and_forgetting() -> None:
+    tagged = SearchIndex.build(SPEAKERS)
+    untagged = SearchIndex.build([Doc(d.id, d.text, d.context) for d in SPEAKERS])
+    for query in ("pottery class yesterday", "Caroline camping", "When was the pottery class?"):
+        assert np.array_equal(tagged.lexical_scores(query), untagged.lexical_scores(query))
+        assert np.array_equal(tagged.lexical_match(query), untagged.lexical_match(query))
+    boosted = SearchConfig(author_boost=0.5, time_boost=0.5)
+    query = "When did Caroline go camping in the mountains we love?"
+    expected = tagged.search(query, 4, config=boosted)
+    assert SearchIndex.from_bytes(tagged.to_bytes()).search(query, 4, config=boosted) == expected
+    halves = SearchIndex.combine([SearchIndex.build(SPEAKERS[:2]), SearchIndex.build(SPEAKERS[2:])])
+    assert ids(halves.search(query, 4, config=boosted)) == ids(expected)
+    forgotten = tagged.without(["c1", "c2"])  # Caroline's memories gone: so is her tag
+    assert "@a:caroline" not in forgotten._term_map()
+    assert ids(forgotten.search(query, 4, config=boosted))[0] == "m1"
+
+
+def test_an_agent_author_is_not_named_by_a_word_of_its_identifier() -> None:
+    docs = [
+        Doc("a", "travel_agent: Your flight to Lisbon is booked.", author="travel_agent"),
+        Doc("u", "user: I want to plan travel to Lisbon next spring, flights and hotels.", author="user"),
+    ]
+    index = SearchIndex.build(docs)
+    assert not any(term.startswith("@a:") for term in index._term_map())
+    boosted = SearchConfig(author_boost=1.0)
+    assert ids(index.search("travel plans Lisbon", 2, config=boosted)) == ids(index.search("travel plans Lisbon", 2))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did Melanie go camping in June?", [(None, 6)]),
+        ("What did Gina find on 1 February, 2023?", [(2023, 2)]),
+        ("What happened on May 23, 2023?", [(2023, 5)]),
+        ("What happened in December 2023 and in January 2024?", [(2023, 12), (2024, 1)]),
+        ("May I ask what Caroline painted?", []),  # the verb, not the month
+        ("What did Caroline paint?", []),
+    ],
+)
+def test_asked_months(query: str, expected: list[tuple[int | None, int]]) -> None:
+    assert asked_months(query) == expected
+
+
+def test_a_query_naming_a_month_prefers_memories_of_that_month() -> None:
+    july, august = 1688688000.0, 1691366400.0  # 7 July 2023, 7 August 2023 (UTC)
+    docs = [
+        Doc("jul", "Melanie: we went to the beach, so much fun at the beach", timestamp=july),
+        Doc("aug", "Melanie: we went to the beach", timestamp=august),
+        Doc("old", "Melanie: the beach was lovely", timestamp=float("nan")),  # no month, no failure
+    ]
+    index = SearchIndex.build(docs)
+    dated = SearchConfig(date_boost=1.0)
+    assert ids(index.search("beach in August", 3, config=SearchConfig()))[0] == "jul"  # more beach
+    assert ids(index.search("beach in August", 3, config=dated))[0] == "aug"
+    assert ids(index.search("beach on 7 August, 2023", 3, config=dated))[0] == "aug"
+    assert ids(index.search("beach on 7 August, 2022", 3, config=dated))[0] == "jul"  # another year's August
+    assert ids(SearchIndex.from_bytes(index.to_bytes()).search("beach in August", 3, config=dated))[0] == "aug"
+
+
+def test_the_boosts_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="boost"):
+        SearchConfig(author_boost=-0.1)
+    with pytest.raises(ValueError, match="boost"):
+        SearchConfig(time_boost=-0.1)
+    with pytest.raises(ValueError, match="boost"):
+        SearchConfig(date_boost=-0.1)

@@ -178,7 +178,10 @@ class Services:
         """The search index of ``records`` (what each memory store keeps beside them)."""
         from .search.index import Doc, SearchIndex
 
-        docs = [Doc(id=r.id, text=f"{r.author}: {r.text}", context=r.context) for r in records]
+        docs = [
+            Doc(id=r.id, text=f"{r.author}: {r.text}", context=r.context, author=r.author, timestamp=r.timestamp)
+            for r in records
+        ]
         return SearchIndex.build(docs, self.embedder)
 
     @property

@@ -13,6 +13,12 @@ Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
   ``w``, standard BM25 idf and saturation (``k1``, ``b``);
 - dense: cosine similarity of the query's embedding with each document's (int8 rows x float query, in chunks);
 - hybrid: weighted score fusion of the two, each min-max normalised over the index (or reciprocal-rank fusion).
+- signals beyond the words (``SearchConfig.author_boost`` / ``time_boost``, added to the fused ranking): a query
+  that names an author of the memories (a word of a memory's ``author``) prefers that author's memories, and a
+  question asking when ("When did ...", "How long ...") prefers memories that place something in time
+  ("yesterday", "last week", "in May", "2022"). Both are tags, terms no query word can produce with zero counts,
+  so they ride the postings, merges, forgetting and serialisation of the words; memories indexed before them have
+  no tags and get no boost.
 
 That fusion ranks; it is not the score a search returns, since min-max normalisation makes it relative to the
 query's other candidates (the top hit always near 1, a lone memory 0). The returned score is ``Calibration``'s:
@@ -34,12 +40,20 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.search.lexical import tokenize
+from agent_memory.search.lexical import (
+    asked_months,
+    author_words,
+    mentions_time,
+    named_words,
+    temporal_question,
+    tokenize,
+)
 
 if TYPE_CHECKING:
     from agent_memory.providers.embedders import Embedder
@@ -73,6 +87,8 @@ class Doc:
     id: str
     text: str
     context: str = ""
+    author: str = ""  # who said it: a query naming the author prefers the author's memories (``author_boost``)
+    timestamp: float | None = None  # when it was said (epoch seconds): a query naming its month prefers it
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,11 @@ class SearchConfig:
     dense_weight: float = 0.5
     rrf_k: float = 60.0
     rrf_depth: int = 100
+    # Added to the fused ranking (which is in [0, 1]) of the memories of an author the query names, and of
+    # memories that place something in time when the query asks when: see ``SearchIndex._bonus``.
+    author_boost: float = 0.0
+    time_boost: float = 0.0
+    date_boost: float = 0.0  # memories of the month (and year) the query names ("in July 2023", "on 7 July")
 
     def __post_init__(self) -> None:
         if self.mode not in ("hybrid", "lexical", "dense"):
@@ -95,9 +116,15 @@ class SearchConfig:
             raise ValueError(f"unknown fusion {self.fusion!r}")
         if self.k1 < 0 or not 0 <= self.b <= 1 or self.context_weight < 0 or not 0 <= self.dense_weight <= 1:
             raise ValueError("k1 >= 0, 0 <= b <= 1, context_weight >= 0 and 0 <= dense_weight <= 1")
+        if self.author_boost < 0 or self.time_boost < 0 or self.date_boost < 0:
+            raise ValueError("author_boost, time_boost and date_boost must be >= 0")
 
 
-DEFAULT_CONFIG = SearchConfig()
+# What the service searches with: the boosts chosen on LoCoMo's tuning conversations (26, 30, 41; bench/locomo.py
+# --sweep), best there of a grid from 0.05 to 0.5 and flat within 0.01 around it; the validation conversations
+# (42, 43) were only reported. The month boost fires on few questions (9% name a month) and moves recall by a
+# question or two across its grid: the smallest that reached the grid's best tuning recall@10.
+DEFAULT_CONFIG = SearchConfig(author_boost=0.3, time_boost=0.3, date_boost=0.1)
 
 
 @dataclass(frozen=True)
@@ -240,6 +267,8 @@ class SearchIndex:
                 counts.setdefault(token, [0, 0])[0] += 1
             for token in ctx_tokens:
                 counts.setdefault(token, [0, 0])[1] += 1
+            for tag in _tags(doc):  # zero counts: a tag is in the postings, never in a BM25 score or a length
+                counts.setdefault(tag, [0, 0])
             for token, (in_text, in_ctx) in counts.items():
                 tid = term_ids.get(token)
                 if tid is None:
@@ -589,6 +618,14 @@ class SearchIndex:
         else:
             fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
             ranking, positive_only = fused.astype(np.float32), False
+        bonus = self._bonus(query, config)
+        if bonus is not None:
+            finite = ranking[np.isfinite(ranking)]
+            peak = np.float32(finite.max()) if len(finite) and float(finite.max()) > 0 else np.float32(1.0)
+            # on the ranking's own scale (fusion: [0, 1]; BM25 alone: its best score); lexical-only search still
+            # needs a query word in the memory, so a bonus never makes a candidate of a memory without one
+            boosted = ranking + peak * bonus
+            ranking = (np.where(ranking > 0, boosted, ranking) if positive_only else boosted).astype(np.float32)
         # A score rounds to at least ``cut`` when it is at least ``cut`` - 0.00005: compared as a logit, so that
         # no memory's score but the top_k's is computed.
         lowest = cut - 0.00005
@@ -598,6 +635,51 @@ class SearchIndex:
             ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
         top = self._top_positions(ranking, top_k, exclude, positive_only=positive_only)
         return [(self._ids[i], float(score)) for i, score in zip(top, calibrated(top), strict=True)]
+
+    def _bonus(self, query: str, config: SearchConfig) -> F32 | None:
+        """What the query's signals add to each memory's ranking: ``author_boost`` to the memories of every
+        author the query names by a word of their name (a query naming both speakers of a conversation adds to
+        both), ``time_boost`` to the memories that place something in time when the query asks when. None when
+        nothing applies (the common case costs a few dictionary lookups)."""
+        if not (config.author_boost or config.time_boost or config.date_boost) or not len(self):
+            return None
+        term_map = self._term_map()
+        tags: dict[int, float] = {}
+        if config.author_boost:
+            for word in self._named_authors(query):
+                tags[term_map[AUTHOR_TAG + word]] = config.author_boost
+        if config.time_boost and temporal_question(query):
+            term = term_map.get(TIME_TAG)
+            if term is not None:
+                tags[term] = config.time_boost
+        dated = np.zeros(len(self), dtype=bool)
+        if config.date_boost:
+            for year, month in asked_months(query):
+                tag = f"{MONTH_TAG}{month:02d}" if year is None else f"{MONTH_TAG}{year:04d}-{month:02d}"
+                term = term_map.get(tag)
+                if term is not None:
+                    dated[post_docs_of(self, term)] = True
+        if not tags and not dated.any():
+            return None
+        post_ptr, post_docs = self._inverted()[:2]
+        bonus = np.zeros(len(self), dtype=np.float32)
+        authors = np.zeros(len(self), dtype=bool)
+        for term, weight in tags.items():
+            docs = post_docs[int(post_ptr[term]) : int(post_ptr[term + 1])]
+            if self._vocab[term] == TIME_TAG:
+                bonus[docs] += np.float32(weight)
+            else:  # an author named by two words of the query ("Ann Lee") is boosted once
+                authors[docs] = True
+        if config.author_boost:
+            bonus[authors] += np.float32(config.author_boost)
+        if config.date_boost:  # a memory of two named months is boosted once
+            bonus[dated] += np.float32(config.date_boost)
+        return bonus
+
+    def _named_authors(self, query: str) -> list[str]:
+        """The words of ``query`` that name an author of some memory here."""
+        term_map = self._term_map()
+        return [word for word in dict.fromkeys(named_words(query)) if AUTHOR_TAG + word in term_map]
 
     def lexical_scores(self, query: str, config: SearchConfig | None = None) -> F32:
         """BM25F score of every document for ``query`` (0 where no query term occurs)."""
@@ -731,6 +813,33 @@ class SearchIndex:
 # --------------------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------------------
+
+
+# Tags: terms no query word can produce (``tokenize`` yields letters and digits only), with zero counts in both
+# fields, so that they ride the postings, merges, forgetting and serialisation of ordinary terms at no cost to
+# BM25. ``@a:<word>`` for each word of the memory's author, ``@t`` for a memory that places something in time.
+AUTHOR_TAG = "@a:"
+TIME_TAG = "@t"
+MONTH_TAG = "@m:"  # @m:2023-07 and @m:07, from the memory's timestamp (UTC)
+
+
+def post_docs_of(index: SearchIndex, term: int) -> I32:
+    """The positions of the documents holding ``term``."""
+    post_ptr, post_docs = index._inverted()[:2]
+    return post_docs[int(post_ptr[term]) : int(post_ptr[term + 1])]
+
+
+def _tags(doc: Doc) -> list[str]:
+    tags = [AUTHOR_TAG + word for word in dict.fromkeys(author_words(doc.author))] if doc.author else []
+    if mentions_time(doc.text):
+        tags.append(TIME_TAG)
+    if doc.timestamp is not None and math.isfinite(doc.timestamp):
+        try:
+            when = datetime.fromtimestamp(doc.timestamp, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # a timestamp no datetime holds: no month
+            return tags
+        tags += [f"{MONTH_TAG}{when.year:04d}-{when.month:02d}", f"{MONTH_TAG}{when.month:02d}"]
+    return tags
 
 
 def _model_name(embedder: Embedder) -> str:

@@ -11,7 +11,16 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["STOP_WORDS", "stem", "tokenize"]
+__all__ = [
+    "STOP_WORDS",
+    "asked_months",
+    "author_words",
+    "mentions_time",
+    "named_words",
+    "stem",
+    "temporal_question",
+    "tokenize",
+]
 
 # A classic English list (close to the one of Lucene/NLTK), plus the words of questions ("what did she ...")
 # and of chat filler, which carry nothing for retrieval. Contractions appear without their apostrophe.
@@ -87,6 +96,95 @@ def _fold(text: str) -> str:
 @functools.lru_cache(maxsize=65536)
 def _stem_cached(word: str) -> str:
     return stem(word)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Retrieval signals beyond the words (issue 13): who said a memory, and whether it says when something happened
+# --------------------------------------------------------------------------------------------------------------
+
+# Words that place an event in time: relative days and periods, weekdays, months, years, "ago", "since". General
+# English, written before looking at how it scores (no LoCoMo phrase was added for its questions).
+_MONTHS = "january february march april may june july august september october november december"
+_TIME_WORDS = (
+    "yesterday today tonight tomorrow ago recently lately earlier later since weekend "
+    "monday tuesday wednesday thursday friday saturday sunday " + _MONTHS
+)
+_TIME = re.compile(
+    r"\b(?:" + "|".join(_TIME_WORDS.split()) + r")\b"
+    r"|\b(?:last|next|this|past|coming|few|couple of|other) (?:day|days|night|week|weeks|month|months|year|years|"
+    r"weekend|morning|afternoon|evening|summer|winter|spring|fall|autumn|time)\b"
+    r"|\b(?:19|20)\d\d\b"
+    r"|\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|several) (?:days?|weeks?|months?|years?)\b",
+    re.IGNORECASE,
+)
+# A question asking when something happened, or for how long.
+_WHEN = re.compile(
+    r"^\W*when\b|\bwhen (?:did|was|were|is|are|will|does|do|has|had|would)\b|\bhow long\b|"
+    r"\b(?:what|which) (?:year|month|day|date|week|weekend|time of year)\b|\bhow many (?:years|months|weeks|days)\b|"
+    r"\bsince when\b",
+    re.IGNORECASE,
+)
+
+
+# A month a query names, with the day and the year when given ("on 7 July, 2023", "in December 2023", "in June",
+# "May 23, 2023"). "May" alone is the verb as often as the month: it counts only beside a day or a year.
+_MONTH_NUMBERS = {name: i + 1 for i, name in enumerate(_MONTHS.split())}
+_ASKED_MONTH = re.compile(
+    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(" + "|".join(_MONTHS.split()) + r")\b"
+    r"(?:\s+(\d{1,2})(?:st|nd|rd|th)?\b)?(?:,?\s+((?:19|20)\d\d)\b)?",
+    re.IGNORECASE,
+)
+
+
+def asked_months(query: str) -> list[tuple[int | None, int]]:
+    """The (year or None, month) pairs ``query`` names: ``"on 7 July, 2023"`` -> ``[(2023, 7)]``,
+    ``"in June"`` -> ``[(None, 6)]``; a bare "may" is not May."""
+    out: list[tuple[int | None, int]] = []
+    for match in _ASKED_MONTH.finditer(query or ""):
+        day_before, month, day_after, year = match.groups()
+        if month.lower() == "may" and not (day_before or day_after or year):
+            continue
+        pair = (int(year) if year else None, _MONTH_NUMBERS[month.lower()])
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` places something in time ("yesterday", "last week", "in May", "3 years ago", "2022")."""
+    return bool(text) and _TIME.search(text) is not None
+
+
+def temporal_question(query: str) -> bool:
+    """Whether ``query`` asks when something happened or how long ago ("When did ...", "How long has ...")."""
+    return bool(query) and _WHEN.search(query) is not None
+
+
+# Authors that are roles or programs, not people: a query saying "user" or "model" names none of them.
+_ROLE_AUTHORS = frozenset(["user", "model", "assistant", "system", "tool", "agent", "bot", "ai"])
+
+
+def author_words(author: str) -> list[str]:
+    """The words that name an author in a query: its words casefolded, unstemmed, stop words out
+    (``"Caroline"`` -> ``["caroline"]``, ``"Dr. Ann Lee"`` -> ``["dr", "ann", "lee"]``). None for an author that
+    is a role or a program rather than a person's name (``user``, ``model``, an ADK agent's identifier such as
+    ``travel_agent`` or ``bot2``): "travel" in a query must not prefer everything that agent said."""
+    if not author or "_" in author or any(c.isdigit() for c in author):
+        return []
+    words = [w for w in named_words(author) if w not in STOP_WORDS]
+    return [] if not words or " ".join(words) in _ROLE_AUTHORS else words
+
+
+def named_words(text: str) -> list[str]:
+    """``text``'s words as ``author_words`` writes them (casefolded, unstemmed, a possessive ``'s`` dropped)."""
+    out = []
+    for word in _WORD.findall(_fold(text)) if text else []:
+        if word.endswith("'s"):
+            word = word[:-2]
+        word = word.replace("'", "")
+        if word:
+            out.append(word)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
