@@ -1,0 +1,711 @@
+"""What a million appended chat events cost, from the real handlers against moto (issue 14's cost model).
+
+    .venv/bin/python -m bench.cost [--sessions 20] [--turns 30]
+
+A typical workload goes through the template's handlers (``local.server.LocalApi``, moto in process): sessions
+created with ~200 B of state, then chat turns (a user event and an assistant reply of ~300 characters each, one
+append per event), the sessions interleaved as many users' conversations are. Auto-save reads the table's
+stream (the template's filter, batches of ``AutoSaveBatchSize``) and the compaction sweep runs every
+``SWEEP_EVERY_TURNS`` turns of each session (the 5-minute schedule at one turn per ``TURN_INTERVAL_S``).
+
+Every AWS request is counted per handler with botocore hooks; the units are computed from what was written:
+
+- DynamoDB writes: each item written, ``ceil(max(size before, size after) / 1 KB)`` write units by DynamoDB's
+  size formula (attribute names + values), ×2 inside ``TransactWriteItems``; each index entry written
+  (the table's real indexes from ``template.yaml``: an entry put, deleted, or both when its key changes; none
+  when no projected attribute changed), by the entry's size. Reads: ``ceil(size / 4 KB)`` per item
+  (GetItem, BatchGetItem) or per request over the items it evaluated (Query), halved when eventually
+  consistent. The sizes are those of the full items and index entries (the request is repeated without its
+  projection on a second client that is not counted).
+- S3 requests by price tier (PUT/COPY/POST/LIST, including DeleteObjects; GET and the rest).
+- Lambda: the handler's CPU time (``time.process_time`` around each invocation, moto's own work left out),
+  scaled by the CPU share of the function's ``MemorySize`` (one vCPU at 1,769 MB), plus an assumed round
+  trip per AWS request that the function waits for; ×MemorySize as GB-seconds. The CPU is this machine's,
+  not Graviton's: read the Lambda rows as an estimate, the request and unit rows as exact.
+- Logs: the bytes the handlers write (at the template's default ``LogLevel``) plus Lambda's START/END/REPORT
+  lines; transfer: the API's response bodies.
+
+Streams read by Lambda triggers and the EventBridge schedule cost nothing per event. Prices: ``PRICES_AS_OF``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import random
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import local  # noqa: F401 - puts the shared layer on sys.path
+from bench.environment import bench_environment
+
+TABLE = "agent-memory-cost"
+BUCKET = "agent-memory-cost-context"
+
+# --- us-east-1 on-demand list prices (USD) ----------------------------------------------------------------------
+PRICES_AS_OF = "2025-06, us-east-1 list prices (DynamoDB on-demand after its 2024-11-01 reduction)"
+API_HTTP_PER_M_REQUESTS = 1.00  # HTTP API, first 300 M a month, per 512 KB of request
+LAMBDA_PER_M_REQUESTS = 0.20
+LAMBDA_ARM_PER_GB_S = 0.0000133334  # arm64 (the template's architecture), first 7.5 G GB-s a month
+DYNAMODB_PER_M_WRU = 0.625
+DYNAMODB_PER_M_RRU = 0.125
+DYNAMODB_STORAGE_PER_GB_MONTH = 0.25
+DYNAMODB_PITR_PER_GB_MONTH = 0.20
+S3_PER_K_PUT_LIST = 0.005  # PUT, COPY, POST (DeleteObjects), LIST
+S3_PER_K_GET = 0.0004  # GET, HEAD and the rest (DeleteObject and DeleteObjectVersion are free)
+S3_STORAGE_PER_GB_MONTH = 0.023
+LOGS_INGEST_PER_GB = 0.50
+TRANSFER_OUT_PER_GB = 0.09
+
+# --- model assumptions ---------------------------------------------------------------------------------------------
+VCPU_MB = 1769  # Lambda gives one vCPU at 1,769 MB and a proportional share below it
+ROUND_TRIP_S = {"dynamodb": 0.006, "s3": 0.020, "events": 0.010}  # waited for (and billed) per request, assumed
+COLD_START_FRACTION = 0.01  # of append invocations that pay the handler's INIT
+PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation
+TURN_INTERVAL_S = 30  # a user turn (and its reply) per session every 30 s
+SWEEP_EVERY_TURNS = 300 // TURN_INTERVAL_S  # the 5-minute CompactionSchedule
+TEXT_CHARS = 300
+
+S3_PUT_TIER = {"PutObject", "CopyObject", "DeleteObjects", "ListObjectVersions", "ListObjectsV2", "ListObjects"}
+S3_FREE = {"DeleteObject"}
+DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+KB = 1024
+
+SAMPLE_TEXT = (
+    "I want to plan a trip to Lisbon next spring with my sister and we need a hotel near the river that is quiet "
+    "and not too expensive because last time the room was tiny and the breakfast was late every morning so please "
+    "compare three options and tell me which one has the best reviews for families with a small dog and a car"
+)
+WORDS = SAMPLE_TEXT.split()
+
+
+# --- DynamoDB's item size formula -------------------------------------------------------------------------------
+
+
+def value_size(value: dict[str, Any]) -> int:
+    """Bytes DynamoDB counts for one typed attribute value."""
+    (kind, v), *_ = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        digits = v.lstrip("-").replace(".", "").split("e")[0].split("E")[0].strip("0") or "0"
+        return math.ceil(len(digits) / 2) + 1
+    if kind == "B":
+        return len(v)
+    if kind in {"BOOL", "NULL"}:
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + value_size(e) for e in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + value_size(e) for k, e in v.items())
+    if kind == "SS":
+        return sum(len(e.encode()) for e in v)
+    if kind == "NS":
+        return sum(value_size({"N": e}) for e in v)
+    if kind == "BS":
+        return sum(len(e) for e in v)
+    raise ValueError(kind)
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    """Bytes of an item: attribute names plus values."""
+    return sum(len(k.encode()) + value_size(v) for k, v in (item or {}).items())
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    keys: tuple[str, ...]  # the index's own key attributes
+    projection: str  # ALL or KEYS_ONLY (INCLUDE: the listed attributes)
+    include: tuple[str, ...] = ()
+
+    def entry(self, item: dict[str, Any] | None, table_keys: tuple[str, ...]) -> dict[str, Any] | None:
+        """The item's entry in this index (None when the item lacks an index key: a sparse index)."""
+        if not item or any(k not in item for k in self.keys):
+            return None
+        if self.projection == "ALL":
+            return item
+        names = set(table_keys) | set(self.keys) | set(self.include)
+        return {k: v for k, v in item.items() if k in names}
+
+
+def table_indexes(template: dict[str, Any]) -> tuple[tuple[str, ...], list[Index]]:
+    """The table's key attributes and its LSIs and GSIs, as ``template.yaml`` defines them."""
+    props = template["Resources"]["MemoryTable"]["Properties"]
+    table_keys = tuple(k["AttributeName"] for k in props["KeySchema"])
+    indexes = []
+    for spec in props.get("LocalSecondaryIndexes", []) + props.get("GlobalSecondaryIndexes", []):
+        keys = tuple(k["AttributeName"] for k in spec["KeySchema"] if k["AttributeName"] not in table_keys)
+        if spec in props.get("GlobalSecondaryIndexes", []):
+            keys = tuple(k["AttributeName"] for k in spec["KeySchema"])
+        projection = spec["Projection"]
+        indexes.append(
+            Index(spec["IndexName"], keys, projection["ProjectionType"], tuple(projection.get("NonKeyAttributes", [])))
+        )
+    return table_keys, indexes
+
+
+def item_kind(key: dict[str, Any]) -> str:
+    sk = key.get("SK", {}).get("S", "")
+    return {"V#": "event", "S#": "session", "#S": "state", "C#": "claim"}.get(sk[:2], "other")
+
+
+# --- the meter ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """What one component (a function's invocations) used."""
+
+    invocations: int = 0
+    cpu_s: float = 0.0
+    billed_s: float = 0.0
+    requests: Counter[str] = field(default_factory=Counter)  # "service:Operation"
+    wru: Counter[str] = field(default_factory=Counter)  # by what was written: item kind or index
+    rru: float = 0.0
+    failed_writes: int = 0
+    log_bytes: int = 0
+    api_requests: int = 0
+    response_bytes: int = 0
+    init_cpu_s: float = 0.0
+
+
+class Meter:
+    """botocore hooks that attribute every request, and the units it consumed, to the current component."""
+
+    def __init__(self, raw: Any, table_keys: tuple[str, ...], indexes: list[Index], sink: CountingSink) -> None:
+        self.raw = raw  # an uncounted client of the same moto, for item images and full-size reads
+        self.table_keys = table_keys
+        self.indexes = indexes
+        self.sink = sink
+        self.usage: dict[str, Usage] = defaultdict(Usage)
+        self.current = "setup"
+        self.excluded_cpu = 0.0  # moto's and the meter's own work, inside the invocation being timed
+        self._in_hook = False
+
+    # time spent outside the service's code
+    @contextmanager
+    def excluded(self) -> Iterator[None]:
+        if self._in_hook:
+            yield
+            return
+        self._in_hook = True
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.excluded_cpu += time.process_time() - start
+            self._in_hook = False
+
+    def attach(self, *clients: Any) -> None:
+        for c in clients:
+            # the API's own parameters (before-call sees the serialized HTTP request); the same request context
+            # reaches after-call
+            c.meta.events.register("before-parameter-build.*.*", self._before)
+            c.meta.events.register("after-call.*.*", self._after)
+
+    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.raw.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get("Item")
+        return item
+
+    def _key(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {k: item[k] for k in self.table_keys}
+
+    def _writes(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
+        """(action, key, factor) of every item a write request touches."""
+        if operation == "PutItem":
+            return [("put", self._key(params["Item"]), 1)]
+        if operation in {"UpdateItem", "DeleteItem"}:
+            return [("write", params["Key"], 1)]
+        if operation == "BatchWriteItem":
+            out = []
+            for requests in params["RequestItems"].values():
+                for r in requests:
+                    if "PutRequest" in r:
+                        out.append(("put", self._key(r["PutRequest"]["Item"]), 1))
+                    else:
+                        out.append(("write", r["DeleteRequest"]["Key"], 1))
+            return out
+        out = []
+        for action in params["TransactItems"]:
+            (kind, spec), *_ = action.items()
+            key = self._key(spec["Item"]) if kind == "Put" else spec["Key"]
+            out.append(("check" if kind == "ConditionCheck" else "write", key, 2))
+        return out
+
+    def _before(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        with self.excluded():
+            service, operation = model.service_model.service_name, model.name
+            usage = self.usage[self.current]
+            usage.requests[f"{service}:{operation}"] += 1
+            if service == "dynamodb" and operation in DDB_WRITES:
+                context["cost_images"] = [(a, k, self._get(k), f) for a, k, f in self._writes(operation, params)]
+            elif service == "dynamodb":
+                context["cost_params"] = json.loads(json.dumps(params, default=str))
+
+    def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        with self.excluded():
+            service, operation = model.service_model.service_name, model.name
+            usage = self.usage[self.current]
+            if service == "dynamodb" and operation in DDB_WRITES:
+                self._charge_writes(usage, context.get("cost_images") or [], failed="Error" in parsed)
+            elif service == "dynamodb" and operation in {"GetItem", "BatchGetItem", "Query", "Scan"}:
+                usage.rru += self._read_units(operation, context.get("cost_params") or {})
+
+    def _charge_writes(self, usage: Usage, images: list[Any], failed: bool) -> None:
+        for action, key, old, factor in images:
+            new = None if failed else self._get(key)
+            kind = item_kind(key)
+            size = max(item_size(old), item_size(new))
+            usage.wru[kind] += factor * max(1, math.ceil(size / KB))
+            if failed or action == "check":
+                usage.failed_writes += int(failed)
+                continue
+            for index in self.indexes:
+                before, after = index.entry(old, self.table_keys), index.entry(new, self.table_keys)
+                if before is None and after is None:
+                    continue
+                keys_changed = (before is None) != (after is None) or any(
+                    before[k] != after[k] for k in index.keys if before and after
+                )
+                if before is not None and after is not None and not keys_changed and before == after:
+                    continue  # no projected attribute changed: the index is not written
+                writes = [e for e in (before, after) if e is not None] if keys_changed else [after]
+                usage.wru[f"index {index.name}"] += sum(max(1, math.ceil(item_size(e) / KB)) for e in writes)
+
+    def _read_units(self, operation: str, params: dict[str, Any]) -> float:
+        """Read units of a read request, from the full items (or index entries) it evaluated."""
+        full = _without_projection(params)
+        if operation == "GetItem":
+            item = self.raw.get_item(**full).get("Item")
+            units = max(1, math.ceil(item_size(item) / (4 * KB)))
+            return units if full.get("ConsistentRead") else units / 2
+        if operation == "BatchGetItem":
+            total = 0.0
+            for table, spec in full["RequestItems"].items():
+                for key in spec["Keys"]:
+                    item = self.raw.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+                    units = max(1, math.ceil(item_size(item) / (4 * KB)))
+                    total += units if spec.get("ConsistentRead") else units / 2
+            return total
+        response = getattr(self.raw, "query" if operation == "Query" else "scan")(**full)
+        size = sum(item_size(i) for i in response.get("Items", []))
+        units = max(1, math.ceil(size / (4 * KB)))
+        return units if full.get("ConsistentRead") else units / 2
+
+    @contextmanager
+    def invocation(self, component: str, memory_mb: int) -> Iterator[Usage]:
+        """Time one handler invocation and bill it: CPU scaled by the memory's CPU share plus round trips."""
+        usage = self.usage[component]
+        previous, self.current = self.current, component
+        before_requests = Counter(usage.requests)
+        log_start = self.sink.bytes
+        excluded_start = self.excluded_cpu
+        start = time.process_time()
+        try:
+            yield usage
+        finally:
+            cpu = time.process_time() - start - (self.excluded_cpu - excluded_start)
+            waited = sum(
+                ROUND_TRIP_S.get(name.split(":")[0], 0.0) * (n - before_requests[name])
+                for name, n in usage.requests.items()
+            )
+            usage.invocations += 1
+            usage.cpu_s += cpu
+            billed_ms = math.ceil((cpu * max(1.0, VCPU_MB / memory_mb) + waited) * 1000)
+            usage.billed_s += billed_ms / 1000
+            usage.log_bytes += self.sink.bytes - log_start + PLATFORM_LOG_BYTES
+            self.current = previous
+
+
+def _without_projection(params: dict[str, Any]) -> dict[str, Any]:
+    """A read request returning whole items (or index entries): what DynamoDB charges a read by."""
+    full = {k: v for k, v in params.items() if k not in {"ProjectionExpression", "Select", "FilterExpression"}}
+    if "RequestItems" in full:
+        full["RequestItems"] = {
+            t: {k: v for k, v in spec.items() if k not in {"ProjectionExpression", "ExpressionAttributeNames"}}
+            for t, spec in full["RequestItems"].items()
+        }
+    used = " ".join(str(full.get(k, "")) for k in ("KeyConditionExpression", "ConditionExpression"))
+    if "ExpressionAttributeNames" in full:
+        names = {k: v for k, v in full["ExpressionAttributeNames"].items() if k in used}
+        full.pop("ExpressionAttributeNames")
+        if names:
+            full["ExpressionAttributeNames"] = names
+    if "ExpressionAttributeValues" in full:
+        values = {k: v for k, v in full["ExpressionAttributeValues"].items() if k in used}
+        full.pop("ExpressionAttributeValues")
+        if values:
+            full["ExpressionAttributeValues"] = values
+    return full
+
+
+class CountingSink(io.TextIOBase):
+    """Stands in for stdout while the handlers run: counts the bytes they log, keeps none."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, s: str) -> int:
+        self.bytes += len(s.encode())
+        return len(s)
+
+
+# --- the workload -----------------------------------------------------------------------------------------------
+
+
+def memory_mb(template: dict[str, Any], function: str) -> int:
+    own = template["Resources"][function]["Properties"].get("MemorySize")
+    return int(own or template["Globals"]["Function"]["MemorySize"])
+
+
+def chat_text(rng: random.Random) -> str:
+    words: list[str] = []
+    while len(" ".join(words)) < TEXT_CHARS:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)[:TEXT_CHARS]
+
+
+def state_of(size: int) -> dict[str, Any]:
+    """Session state whose JSON is about ``size`` bytes."""
+    return {"profile": "p" * max(0, size - 16)}
+
+
+def run(
+    sessions: int, turns: int, state_bytes: int, interleaved: bool, batch_size: int | None = None
+) -> dict[str, Any]:
+    """Drive the workload through the handlers; return every component's usage and the storage left behind."""
+    import boto3
+
+    from local.apigw import LambdaContext
+    from local.inprocess import in_process_aws
+    from local.server import LocalApi, configure_environment, local_names
+    from local.streams import _json_record, matches, stream_mappings
+    from local.template import load_handler, load_template, routes, schedules
+
+    template = load_template()
+    configure_environment(template, None)
+    names = local_names(template)
+    api = LocalApi(template)
+    route_function = {(r.method, r.path): r.function for r in routes(template)}
+    batch = {"AutoSaveBatchSize": str(batch_size)} if batch_size else {}
+    (mapping,) = stream_mappings(template, names | batch)
+    (sweep,) = schedules(template, names)
+    table_keys, indexes = table_indexes(template)
+    sink = CountingSink()
+    real_stdout, sys.stdout = sys.stdout, sink
+    rng = random.Random(14)
+    try:
+        with in_process_aws(TABLE, BUCKET) as clients:
+            from moto.core.botocore_stubber import BotocoreStubber
+
+            raw = boto3.client("dynamodb", region_name="us-east-1")
+            streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+            meter = Meter(raw, table_keys, indexes, sink)
+            meter.attach(clients["dynamodb"], clients["s3"], clients["events"])
+            serialized = BotocoreStubber.process_request
+
+            def timed(self: Any, request: Any) -> Any:
+                with meter.excluded():  # moto's emulation is not the function's work
+                    return serialized(self, request)
+
+            BotocoreStubber.process_request = timed  # type: ignore[method-assign]
+            init_start = time.process_time()
+            load_handler(next(r for r in routes(template) if r.function == "AppendEventFunction"))
+            meter.usage["append"].init_cpu_s = time.process_time() - init_start
+
+            def call(component: str, method: str, path: str, template_path: str, body: Any, expect: int) -> None:
+                function = route_function[(method, template_path)]
+                with meter.invocation(component, memory_mb(template, function)) as usage:
+                    status, reply = api.call(method, path, body)
+                assert status == expect, (path, status, reply)
+                usage.api_requests += 1
+                usage.response_bytes += len(json.dumps(reply)) if reply is not None else 0
+
+            arn = clients["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+            iterators: dict[str, str] = {}
+            pending: list[dict[str, Any]] = []
+            autosave = load_handler(mapping)
+            sweeper = load_handler(sweep)
+
+            def drain_stream(flush: bool) -> None:
+                for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+                    sid = shard["ShardId"]
+                    if sid not in iterators:
+                        iterators[sid] = streams.get_shard_iterator(
+                            StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
+                        )["ShardIterator"]
+                    while True:
+                        response = streams.get_records(ShardIterator=iterators[sid])
+                        iterators[sid] = response["NextShardIterator"]
+                        records = [_json_record(r) for r in response.get("Records", [])]
+                        pending.extend(r for r in records if mapping.pattern is None or matches(mapping.pattern, r))
+                        if not records:
+                            break
+                while len(pending) >= mapping.batch_size or (flush and pending):
+                    batch = pending[: mapping.batch_size]
+                    del pending[: mapping.batch_size]
+                    context = LambdaContext(function_name=mapping.function, memory_limit_in_mb=1024)
+                    context.deadline = time.time() + 300
+                    with meter.invocation("autosave", memory_mb(template, mapping.function)):
+                        result = autosave({"Records": batch}, context)
+                    assert result == {"batchItemFailures": []}, result
+
+            def run_sweep() -> None:
+                event = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+                context = LambdaContext(function_name=sweep.function, deadline=time.time() + 300)
+                with meter.invocation("sweep", memory_mb(template, sweep.function)):
+                    report = sweeper(event, context)
+                assert not report["failed"], report
+
+            base = "/apps/{app_name}/users/{user_id}/sessions"
+            for s in range(sessions):
+                body = {"session_id": f"s{s}", "state": state_of(state_bytes)}
+                call("create", "POST", f"/apps/chat/users/u{s}/sessions", base, body, 201)
+            events_path = base + "/{session_id}/events"
+
+            def turn(s: int, t: int) -> None:
+                for author, role in (("user", "user"), ("assistant", "model")):
+                    event = {
+                        "author": author,
+                        "invocation_id": f"inv-{t}",
+                        "content": {"role": role, "parts": [{"text": chat_text(rng)}]},
+                    }
+                    call("append", "POST", f"/apps/chat/users/u{s}/sessions/s{s}/events", events_path, event, 201)
+
+            if interleaved:
+                for t in range(turns):
+                    for s in range(sessions):
+                        turn(s, t)
+                    drain_stream(flush=False)
+                    if (t + 1) % SWEEP_EVERY_TURNS == 0:
+                        run_sweep()
+            else:
+                for s in range(sessions):
+                    for t in range(turns):
+                        turn(s, t)
+                        drain_stream(flush=False)
+                        if (t + 1) % SWEEP_EVERY_TURNS == 0:
+                            run_sweep()
+            drain_stream(flush=True)
+            run_sweep()
+            BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
+            storage = measure_storage(raw, clients["s3"], table_keys, indexes)
+    finally:
+        sys.stdout = real_stdout
+    return {
+        "appended": sessions * turns * 2,
+        "sessions": sessions,
+        "state_bytes": state_bytes,
+        "interleaved": interleaved,
+        "usage": {name: _usage_json(u) for name, u in meter.usage.items() if name != "setup"},
+        "storage": storage,
+        "memory_mb": {
+            "append": memory_mb(template, "AppendEventFunction"),
+            "autosave": memory_mb(template, mapping.function),
+            "sweep": memory_mb(template, sweep.function),
+        },
+    }
+
+
+def _usage_json(u: Usage) -> dict[str, Any]:
+    return {
+        "invocations": u.invocations,
+        "cpu_s": u.cpu_s,
+        "billed_s": u.billed_s,
+        "requests": dict(u.requests),
+        "wru": dict(u.wru),
+        "rru": u.rru,
+        "failed_writes": u.failed_writes,
+        "log_bytes": u.log_bytes,
+        "api_requests": u.api_requests,
+        "response_bytes": u.response_bytes,
+        "init_cpu_s": u.init_cpu_s,
+    }
+
+
+def measure_storage(raw: Any, s3: Any, table_keys: tuple[str, ...], indexes: list[Index]) -> dict[str, int]:
+    """Bytes stored: items and index entries with DynamoDB's 100 bytes of overhead each, every S3 version."""
+    table = index_bytes = items = 0
+    for page in raw.get_paginator("scan").paginate(TableName=TABLE):
+        for item in page["Items"]:
+            items += 1
+            table += item_size(item) + 100
+            for index in indexes:
+                entry = index.entry(item, table_keys)
+                if entry is not None:
+                    index_bytes += item_size(entry) + 100
+    s3_bytes = 0
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET):
+        s3_bytes += sum(v["Size"] for v in page.get("Versions", []))
+    return {"items": items, "table_bytes": table, "index_bytes": index_bytes, "s3_bytes": s3_bytes}
+
+
+# --- prices -------------------------------------------------------------------------------------------------------
+
+
+def component_costs(result: dict[str, Any]) -> dict[str, float]:
+    """USD per million appended events, by component."""
+    per = 1e6 / result["appended"]
+    usage = result["usage"]
+    mb = result["memory_mb"]
+    costs: dict[str, float] = {}
+    api = sum(u["api_requests"] for u in usage.values())
+    costs["API Gateway HTTP API"] = api * per * API_HTTP_PER_M_REQUESTS / 1e6
+
+    def lambda_cost(name: str, memory: int) -> float:
+        u = usage.get(name)
+        if not u:
+            return 0.0
+        seconds = u["billed_s"]
+        if u["init_cpu_s"]:
+            seconds += COLD_START_FRACTION * u["invocations"] * u["init_cpu_s"] * max(1.0, VCPU_MB / memory)
+        return float(
+            per * (u["invocations"] * LAMBDA_PER_M_REQUESTS / 1e6 + seconds * memory / 1024 * LAMBDA_ARM_PER_GB_S)
+        )
+
+    def dynamodb_cost(name: str) -> float:
+        u = usage.get(name)
+        if not u:
+            return 0.0
+        return float(per * (sum(u["wru"].values()) * DYNAMODB_PER_M_WRU + u["rru"] * DYNAMODB_PER_M_RRU) / 1e6)
+
+    def s3_cost(name: str) -> float:
+        u = usage.get(name)
+        if not u:
+            return 0.0
+        put = sum(n for op, n in u["requests"].items() if op.startswith("s3:") and op[3:] in S3_PUT_TIER)
+        get = sum(
+            n
+            for op, n in u["requests"].items()
+            if op.startswith("s3:") and op[3:] not in S3_PUT_TIER and op[3:] not in S3_FREE
+        )
+        return float(per * (put * S3_PER_K_PUT_LIST + get * S3_PER_K_GET) / 1e3)
+
+    costs["append Lambda"] = lambda_cost("append", mb["append"])
+    costs["append DynamoDB"] = dynamodb_cost("append")
+    costs["create session (Lambda, DynamoDB, EventBridge)"] = (
+        lambda_cost("create", 512)
+        + dynamodb_cost("create")
+        + per * usage.get("create", {}).get("requests", {}).get("events:PutEvents", 0) / 1e6
+    )
+    costs["auto-save Lambda"] = lambda_cost("autosave", mb["autosave"])
+    costs["auto-save DynamoDB"] = dynamodb_cost("autosave")
+    costs["auto-save S3 requests"] = s3_cost("autosave")
+    costs["compaction sweep (Lambda, DynamoDB, S3)"] = (
+        lambda_cost("sweep", mb["sweep"]) + dynamodb_cost("sweep") + s3_cost("sweep")
+    )
+    log_bytes = sum(u["log_bytes"] for u in usage.values())
+    response_bytes = sum(u["response_bytes"] for u in usage.values())
+    costs["logs, transfer"] = per * (log_bytes * LOGS_INGEST_PER_GB + response_bytes * TRANSFER_OUT_PER_GB) / 1e9
+    return costs
+
+
+def storage_per_month(result: dict[str, Any]) -> tuple[float, float, float]:
+    """(DynamoDB GB, S3 GB, USD a month) for a million appended events."""
+    per = 1e6 / result["appended"]
+    s = result["storage"]
+    ddb_gb = (s["table_bytes"] + s["index_bytes"]) * per / 1e9
+    s3_gb = s["s3_bytes"] * per / 1e9
+    usd = ddb_gb * (DYNAMODB_STORAGE_PER_GB_MONTH + DYNAMODB_PITR_PER_GB_MONTH) + s3_gb * S3_STORAGE_PER_GB_MONTH
+    return ddb_gb, s3_gb, usd
+
+
+def _per_event(result: dict[str, Any], name: str) -> str:
+    u = result["usage"][name]
+    n = result["appended"]
+    wru = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(u["wru"].items()))
+    requests = ", ".join(f"{k} {v / n:.3f}" for k, v in sorted(u["requests"].items()))
+    cpu_ms = 1000 * u["cpu_s"] / max(1, u["invocations"])
+    billed_ms = 1000 * u["billed_s"] / max(1, u["invocations"])
+    return (
+        f"{name}: {u['invocations']} invocations, CPU {cpu_ms:.1f} ms and billed {billed_ms:.0f} ms each; "
+        f"per appended event: WRU {sum(u['wru'].values()) / n:.2f} ({wru}), RRU {u['rru'] / n:.2f}, "
+        f"requests: {requests}; failed writes {u['failed_writes']}"
+    )
+
+
+def run_variant(
+    sessions: int, turns: int, state_bytes: int, interleaved: bool, batch_size: int | None = None
+) -> dict[str, Any]:
+    """One workload in a fresh interpreter (its own moto, caches and handler modules)."""
+    spec = json.dumps(
+        {
+            "sessions": sessions,
+            "turns": turns,
+            "state_bytes": state_bytes,
+            "interleaved": interleaved,
+            "batch_size": batch_size,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.cost", "--variant", spec], capture_output=True, text=True, check=False
+    )
+    if out.returncode:
+        raise SystemExit(f"variant {spec} failed:\n{out.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=20, help="conversations interleaved")
+    parser.add_argument("--turns", type=int, default=30, help="turns (user + assistant events) per conversation")
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--autosave-batch-size", type=int, help="also price auto-save with this AutoSaveBatchSize (a lever)"
+    )
+    args = parser.parse_args()
+    if args.variant:
+        spec = json.loads(args.variant)
+        bench_environment(TABLE, BUCKET, POWERTOOLS_LOG_LEVEL="INFO")
+        print(json.dumps(run(**spec)))
+        return
+    base = run_variant(args.sessions, args.turns, 200, True)
+    costs = component_costs(base)
+    print(f"{base['appended']:,} events appended in {base['sessions']} interleaved sessions; prices {PRICES_AS_OF}\n")
+    print("| per 1M appended events | USD |")
+    print("|---|---:|")
+    for name, usd in costs.items():
+        print(f"| {name} | {usd:.2f} |")
+    print(f"| **total** | **{sum(costs.values()):.2f}** |\n")
+    for line in ("append", "autosave", "sweep"):
+        print(_per_event(base, line))
+    print()
+    lines: list[tuple[str, dict[str, Any]]] = []
+    for label, (state, interleaved) in {
+        "one session per auto-save batch (200 B state)": (200, False),
+        "4 KB of session state": (4096, True),
+        "40 KB of session state": (40960, True),
+    }.items():
+        other = run_variant(args.sessions, args.turns, state, interleaved)
+        lines.append((label, other))
+    if args.autosave_batch_size:
+        label = f"auto-save batches of {args.autosave_batch_size} (AutoSaveBatchSize)"
+        lines.append((label, run_variant(args.sessions, args.turns, 200, True, args.autosave_batch_size)))
+    for label, other in lines:
+        c = component_costs(other)
+        wru = sum(other["usage"]["append"]["wru"].values()) / other["appended"]
+        print(
+            f"{label}: total {sum(c.values()):.2f} USD per 1M appended events (append DynamoDB "
+            f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save S3 {c['auto-save S3 requests']:.2f})"
+        )
+    ddb_gb, s3_gb, usd = storage_per_month(base)
+    s = base["storage"]
+    print(
+        f"\nstorage of 1M appended events: DynamoDB {ddb_gb:.2f} GB (table {s['table_bytes'] / base['appended']:.0f} B "
+        f"and indexes {s['index_bytes'] / base['appended']:.0f} B an event, 100 B overhead per item and entry), "
+        f"S3 {s3_gb:.3f} GB (every version); {usd:.2f} USD a month with PITR"
+    )
+
+
+if __name__ == "__main__":
+    main()
