@@ -150,3 +150,13 @@ def test_the_layer_ships_only_what_is_imported(probe: dict[str, Any]) -> None:
 def test_the_layer_ships_nothing_the_runtime_brings(probe: dict[str, Any]) -> None:
     # A second botocore in the layer would shadow the runtime's and pin it without anyone noticing.
     assert sorted(set(probe["shipped"]) & {"boto3", "botocore", "s3transfer", "urllib3", "python-dateutil"}) == []
+
+
+def test_the_layer_leaves_room_under_lambdas_size_limit() -> None:
+    # Lambda allows 250 MiB unzipped for a function and its layers. The host's wheels are the larger build (x86-64
+    # numpy bundles a bigger OpenBLAS than aarch64: 177 against 155 MiB, `python -m bench.layer_size`); a new
+    # dependency that eats the last 50 MiB of room should be a decision, not an accident.
+    packages = layer_packages()
+    size = sum(f.stat().st_size for f in packages.rglob("*") if f.is_file())
+    size += sum(f.stat().st_size for f in (LAYER / "agent_memory").rglob("*.py"))
+    assert 50 * 1024 * 1024 < size < 200 * 1024 * 1024
