@@ -1,0 +1,209 @@
+"""Cold start to the first response: a fresh interpreter imports one handler and answers one real request,
+against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
+
+    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …]
+
+Each measurement is a new process with what Lambda gives a function: the runtime's interpreter with only
+boto3 and botocore (the virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as
+its Makefile installs them (host wheels), the project's ``agent_memory`` first on the path. The clock starts
+before the first import and stops when the handler returns (so the interpreter's own start, the same for
+both, is left out). The endpoint is a moto server in this process, provisioned from the template; each
+request is an API Gateway HTTP API (payload 2.0) event from ``local.apigw``, as ``make run`` builds it. Runs
+are interleaved so that drift in the machine's load hits every row alike; the ratio to the floor is what to
+compare (issue 14's goal: ≤ 1.2× for the session and context handlers, ≤ 2× for search).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import local  # noqa: F401 - puts the shared layer on sys.path
+from local.apigw import http_api_event
+from local.server import LOCAL_BUCKET, LOCAL_TABLE, free_port, local_names
+from local.template import function_environment, load_template, provision, routes
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYER = ROOT / "layers" / "shared"
+APP, USER, SESSION = "bench", "u1", "s1"
+QUIET = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+
+FLOOR = (
+    "import time; t = time.perf_counter(); import boto3; "
+    "c = boto3.client('dynamodb'); "
+    "c.get_item(TableName={table!r}, Key={{'PK': {{'S': 'x'}}, 'SK': {{'S': 'y'}}}}); "
+    "print(time.perf_counter() - t, 200, 0)"
+)
+HANDLER = """
+import time; t = time.perf_counter()
+import importlib.util, json, sys
+sys.path[:0] = [{layer!r}, {packages!r}]
+class Context:
+    function_name = "bench"; memory_limit_in_mb = 1024; aws_request_id = "r"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
+    def get_remaining_time_in_millis(self): return 29000
+spec = importlib.util.spec_from_file_location("app", {path!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+answer = m.lambda_handler(json.loads(sys.stdin.read()), Context())
+print(time.perf_counter() - t, answer["statusCode"], len(answer.get("body") or ""))
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    function: str  # the template's logical id
+    method: str
+    path: str
+    body: Any = None
+    query: dict[str, str] | None = None
+
+
+def cases() -> list[Case]:
+    base = f"/apps/{APP}/users/{USER}/sessions"
+    return [
+        Case("create_session", "CreateSessionFunction", "POST", base, {}),
+        Case("get_session", "GetSessionFunction", "GET", f"{base}/{SESSION}"),
+        Case(
+            "append_event",
+            "AppendEventFunction",
+            "POST",
+            f"{base}/{SESSION}/events",
+            {"author": "user", "content": {"role": "user", "parts": [{"text": "hello again"}]}},
+        ),
+        Case("list_sessions", "ListSessionsFunction", "GET", base),
+        Case("get_context", "GetContextFunction", "GET", f"{base}/{SESSION}/context", query={"max_messages": "20"}),
+        Case(
+            "search_memories",
+            "SearchMemoriesFunction",
+            "POST",
+            f"/apps/{APP}/users/{USER}/memories/search",
+            {"query": "where is the trip"},
+        ),
+    ]
+
+
+def event_for(case: Case, template: dict[str, Any]) -> dict[str, Any]:
+    for route in routes(template):
+        params = route.match(case.method, case.path) if route.function == case.function else None
+        if params is not None:
+            body = json.dumps(case.body) if case.body is not None else None
+            headers = {"content-type": "application/json"} if body is not None else {}
+            return http_api_event(route, case.path, params, query=case.query, headers=headers, body=body)
+    raise LookupError(f"no route of {case.function} for {case.method} {case.path}")
+
+
+def handler_file(template: dict[str, Any], function: str) -> Path:
+    route = next(r for r in routes(template) if r.function == function)
+    return ROOT / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
+
+
+def run(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, int, int]:
+    out = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, check=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{command[:2]} failed:\n{out.stderr[-2000:]}")
+    seconds, status, size = lines[-1].split()
+    return float(seconds), int(status), int(size)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+
+    from moto.server import ThreadedMotoServer
+
+    from tests.infra.test_layer import layer_packages, runtime_venv
+
+    python = str(runtime_venv() / "bin" / "python")
+    packages = str(layer_packages())
+    template = load_template()
+    port = free_port()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+    try:
+        import boto3
+
+        session = boto3.Session(aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1")
+        dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+        s3 = session.client("s3", endpoint_url=endpoint)
+        provision(template, dynamodb, s3, LOCAL_TABLE, LOCAL_BUCKET)
+        names = local_names(template)
+        selected = [c for c in cases() if not args.only or c.name in args.only]
+        # The session the reads and the append use, made through the real handler first.
+        setup = Case(
+            "create", "CreateSessionFunction", "POST", f"/apps/{APP}/users/{USER}/sessions", {"session_id": SESSION}
+        )
+        code, envs = {}, {}
+        for c in [*selected, setup]:
+            code[c.name] = HANDLER.format(
+                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function))
+            )
+            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
+        # Memories for the search to find (so that it loads the model and the index), saved the same way.
+        texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
+        save = Case(
+            "save",
+            "SaveMemoriesFunction",
+            "POST",
+            f"/apps/{APP}/users/{USER}/memories",
+            {"memories": [{"text": t} for t in texts]},
+        )
+        for c in (save,):
+            code[c.name] = HANDLER.format(
+                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function))
+            )
+            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
+        for c in (setup, save):
+            _, status, _ = run([python, "-I", "-c", code[c.name]], envs[c.name], json.dumps(event_for(c, template)))
+            assert status < 300, (c.name, status)
+        samples: dict[str, list[float]] = {"floor": []}
+        statuses: dict[str, set[int]] = {}
+        sizes: dict[str, int] = {}
+        for _ in range(args.runs):
+            samples["floor"].append(run([python, "-I", "-c", FLOOR.format(table=LOCAL_TABLE)], env)[0])
+            for case in selected:
+                body = case.body
+                if case.name == "create_session":
+                    body = {"session_id": f"cold-{uuid.uuid4().hex[:12]}"}
+                event = event_for(Case(case.name, case.function, case.method, case.path, body, case.query), template)
+                seconds, status, size = run([python, "-I", "-c", code[case.name]], envs[case.name], json.dumps(event))
+                samples.setdefault(case.name, []).append(seconds)
+                statuses.setdefault(case.name, set()).add(status)
+                sizes[case.name] = size
+    finally:
+        server.stop()
+    floor = statistics.median(samples.pop("floor"))
+    print(f"floor `import boto3; client('dynamodb'); get_item`: {floor * 1000:.0f} ms (median of {args.runs})\n")
+    print("| handler | first response ms (median) | ratio to floor | status | response bytes |")
+    print("|---|---:|---:|---|---:|")
+    for name, values in samples.items():
+        median = statistics.median(values)
+        print(
+            f"| {name} | {median * 1000:.0f} | {median / floor:.2f} | {', '.join(map(str, sorted(statuses[name])))} | "
+            f"{sizes[name]} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
