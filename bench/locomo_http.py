@@ -24,9 +24,9 @@ the agent said cannot be found).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -115,29 +115,30 @@ def main(argv: list[str] | None = None) -> None:
     env = {"AUTOSAVE_WINDOW_SECONDS": str(args.window), "EMBEDDER": embedder, "POWERTOOLS_LOG_LEVEL": "WARNING"}
     os.environ.pop("AUTOSAVE_POLICY", None)  # never a policy from the caller's shell: the default is measured
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="locomo-http-") as folder:
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="locomo-http-"))
         log = Path(folder) / "server.log"
-        with spawn(env, log_path=log, backend=args.backend, data_dir=Path(folder) / "data") as server:
-            with httpx.Client(base_url=server.url, timeout=300) as client:
-                users = {f"speaker-pair-{i}": (c, False) for i, c in enumerate(conversations)}
-                if args.agent:
-                    users |= {f"agent-pair-{i}": (c, True) for i, c in enumerate(conversations)}
-                expected = {u: ingest(client, c, u, agent) for u, (c, agent) in users.items()}
-                appended = time.perf_counter() - started
-                drained(client, expected, args.deadline, log)
-                saved = time.perf_counter() - started
+        server = stack.enter_context(spawn(env, log_path=log, backend=args.backend, data_dir=Path(folder) / "data"))
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            users = {f"speaker-pair-{i}": (c, False) for i, c in enumerate(conversations)}
+            if args.agent:
+                users |= {f"agent-pair-{i}": (c, True) for i, c in enumerate(conversations)}
+            expected = {u: ingest(client, c, u, agent) for u, (c, agent) in users.items()}
+            appended = time.perf_counter() - started
+            drained(client, expected, args.deadline, log)
+            saved = time.perf_counter() - started
 
-                def call(method: str, path: str, body: Any = None) -> Any:
-                    return _call(client, method, path, body)
+            def call(method: str, path: str, body: Any = None) -> Any:
+                return _call(client, method, path, body)
 
-                answers = {u: search_answers(call, c, u, 10) for u, (c, _) in users.items()}
+            answers = {u: search_answers(call, c, u, 10) for u, (c, _) in users.items()}
     total = time.perf_counter() - started
+    stored = sum(n for u, n in expected.items() if u.startswith("speaker"))
+    as_agents = sum(n for u, n in expected.items() if u.startswith("agent"))
     print(
         f"embedder: {embedder}; backend: {args.backend}; auto-save window {args.window:g} s, default policy; "
-        f"{sum(expected[u] for u in expected if u.startswith('speaker'))} memories stored by auto-save"
-        f"{' (+ ' + str(sum(expected[u] for u in expected if u.startswith('agent'))) + ' as agent)' if args.agent else ''}"
-        f"; appended in {appended:.0f} s, all saved at {saved:.0f} s, total {total:.0f} s\n",
-        file=sys.stdout,
+        f"{stored} memories stored by auto-save{f' (+ {as_agents} for the agent rows)' if args.agent else ''}; "
+        f"appended in {appended:.0f} s, all saved at {saved:.0f} s, total {total:.0f} s\n"
     )
     print_table(
         "through make run's HTTP routes, auto-save",
