@@ -139,12 +139,14 @@ def print_table(title: str, answers: list[dict[str, list[str]]], conversations: 
     print(f"| {title} | recall@5 | recall@10 |")
     print("|---|---:|---:|")
     print(f"| all categories 1–4 | {result['recall@5']:.3f} | {result['recall@10']:.3f} |")
+    names = {c.name for c in conversations}
     for split, members in SPLITS:  # chosen on tuning; validation is what an unseen conversation can expect
         row = result["by_split"].get(split)
         if row is None:  # none of its conversations in this run
             continue
         print(
-            f"| {split} ({', '.join(members)}; {row['questions']} questions) | {row['recall@5']:.3f} | "
+            f"| {split} ({', '.join(m for m in members if m in names)}; {row['questions']} questions) | "
+            f"{row['recall@5']:.3f} | "
             f"{row['recall@10']:.3f} |"
         )
     for category, row in result["by_category"].items():
