@@ -80,7 +80,8 @@ def test_the_context_read_costs_one_read_unless_dropped_events_hide_the_turns() 
     calls: list[EventQuery] = []
     policy = parse_policy("default")
 
-    def reads(events: list[dict[str, Any]]) -> list[int]:
+    def reads(events: list[dict[str, Any]]) -> tuple[list[int], list[int | None]]:
+        """The seqs previous_turns returns for a batch after ``events``, and the sizes of the reads it made."""
         sessions, _, _ = stored(events)
 
         def read_events(key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
@@ -89,13 +90,16 @@ def test_the_context_read_costs_one_read_unless_dropped_events_hide_the_turns() 
 
         calls.clear()
         previous = previous_turns(KEY, len(events) + 1, policy, read_events)
-        assert [q.num_recent for q in calls] == [CONTEXT_TURNS] + ([LOOKBACK_EVENTS] if len(calls) > 1 else [])
-        return [int(e["seq"]) for e in previous]
+        return [int(e["seq"]) for e in previous], [q.num_recent for q in calls]
 
     # Two people: the last two events are the two turns of context; one read of two events, as before.
-    assert reads(turns(["user"] * 6)) == [5, 6]
-    # With an agent, the two events before the batch hold one kept turn: one more read, of the events before them.
-    assert reads(turns(["user", "model"] * 3)) == [1, 2, 3, 4, 5, 6]
+    assert reads(turns(["user"] * 6)) == ([5, 6], [CONTEXT_TURNS])
+    # With an agent, the two events before the batch hold one kept turn: one more read, of the four before them.
+    assert reads(turns(["user", "model"] * 4)) == ([3, 4, 5, 6, 7, 8], [2, 4])
     # The session's start: nothing more to read.
-    assert reads(turns(["model", "user"])) == [1, 2]
+    assert reads(turns(["model", "user"])) == ([1, 2], [2])
     assert previous_turns(KEY, 1, policy, lambda *_: pytest.fail("no read before the first event")) == []
+    # A long run of dropped events (an agent's tool calls): the look-back stops after LOOKBACK_EVENTS more.
+    seqs, sizes = reads(turns(["user"] + ["tool"] * 100))
+    assert len(seqs) == CONTEXT_TURNS + LOOKBACK_EVENTS == sum(s or 0 for s in sizes)
+    assert sizes == [2, 4, 8, 16, 22]

@@ -26,8 +26,8 @@ from .memories import CONTEXT_TURNS, MemoryService
 logger = logging.getLogger(__name__)
 
 # How far back, past the events the policy drops (an agent's turns, tool calls), a batch's first memories look for
-# the turns of their retrieval context: one more read of at most this many events, only when the last
-# ``CONTEXT_TURNS`` events before the batch do not hold ``CONTEXT_TURNS`` kept turns.
+# the turns of their retrieval context: at most this many events more than the ``CONTEXT_TURNS`` read first, in
+# reads of doubling size (4, 8, …), made only while the events read hold fewer than ``CONTEXT_TURNS`` kept turns.
 LOOKBACK_EVENTS = 50
 
 
@@ -75,15 +75,24 @@ def previous_turns(
 ) -> list[dict[str, Any]]:
     """The session's events before seq ``first`` that the batch's first memories take their retrieval context
     from, so that auto-save stores the context an explicit save of the whole session stores, wherever a batch
-    starts: the last ``CONTEXT_TURNS`` events, and when the policy keeps fewer of them (in a conversation with an
-    agent the default policy drops every other turn), up to ``LOOKBACK_EVENTS`` events more."""
+    starts: the last ``CONTEXT_TURNS`` events, and while the policy keeps fewer turns of those read (in a
+    conversation with an agent the default policy drops every other turn), earlier ones, in reads of doubling size,
+    at most ``LOOKBACK_EVENTS`` more. Two people's turns cost one read of two events; a person's and an agent's,
+    two reads of six."""
     if first <= 1:
         return []
-    recent = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS))
-    oldest = int(recent[0].get("seq") or 1) if recent else 1
-    if oldest <= 1 or sum(_is_context_turn(e, policy) for e in recent) >= CONTEXT_TURNS:
-        return recent
-    return read_events(key, EventQuery(up_to_seq=oldest - 1, num_recent=LOOKBACK_EVENTS)) + recent
+    events = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS))
+    page = CONTEXT_TURNS
+    while events and sum(_is_context_turn(e, policy) for e in events) < CONTEXT_TURNS:
+        oldest = int(events[0].get("seq") or 1)
+        page = min(page * 2, CONTEXT_TURNS + LOOKBACK_EVENTS - len(events))
+        if oldest <= 1 or page <= 0:
+            break
+        earlier = read_events(key, EventQuery(up_to_seq=oldest - 1, num_recent=page))
+        if not earlier:
+            break
+        events = earlier + events
+    return events
 
 
 def _is_context_turn(event: dict[str, Any], policy: MemoryPolicy) -> bool:
