@@ -1,6 +1,6 @@
 """LoCoMo retrieval through the service: the same evaluation as ``bench.locomo``, end to end.
 
-    .venv/bin/python -m bench.locomo_service
+    .venv/bin/python -m bench.locomo_service [--only 26,30]
 
 Each conversation is one user. Each of its sessions is created and its turns appended as events through
 the HTTP handlers (author = speaker, the turn's text plus its image caption, ``custom_metadata.dia_id``, the
@@ -15,6 +15,7 @@ its own user.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -67,13 +68,19 @@ def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -
         assert status < 300, (method, path, status, reply)
         return reply
 
-    answers: dict[str, list[str]] = {}
     base = f"/apps/locomo/users/{user}/sessions"
     for session_id, events in session_events(conversation):
         call("POST", base, {"session_id": session_id})
         for b in range(0, len(events), 100):
             call("POST", f"{base}/{session_id}/events", {"events": events[b : b + 100]})
         call("POST", f"/apps/locomo/users/{user}/memories", {"session_id": session_id, "policy": "all"})
+    return search_answers(call, conversation, user, k)
+
+
+def search_answers(call: Any, conversation: Conversation, user: str, k: int) -> dict[str, list[str]]:
+    """Every question of ``conversation``, then the off-topic queries, searched as ``user`` with
+    ``call(method, path, body) -> reply``: question -> dia_ids, best first."""
+    answers: dict[str, list[str]] = {}
     for q in conversation.questions:
         hits = call("POST", f"/apps/locomo/users/{user}/memories/search", {"query": q.question, "top_k": k})
         answers[q.question] = [h["custom_metadata"]["dia_id"] for h in hits["memories"]]
@@ -94,9 +101,20 @@ def empty_shares(answers: list[dict[str, list[str]]], conversations: list[Conver
     return sum(off_topic) / len(off_topic), sum(adversarial) / len(adversarial)
 
 
+def chosen(conversations: list[Conversation], argv: list[str]) -> list[Conversation]:
+    """The conversations named after ``--only`` (comma-separated, e.g. ``--only 26``), else all of them."""
+    if "--only" not in argv:
+        return conversations
+    names = set(argv[argv.index("--only") + 1].split(","))
+    picked = [c for c in conversations if c.name in names]
+    if not picked:
+        raise SystemExit(f"--only names none of {[c.name for c in conversations]}")
+    return picked
+
+
 def main() -> None:
     bench_environment(TABLE, BUCKET, EMBEDDER=os.environ.get("EMBEDDER", "minilm"))
-    conversations = load_conversations()
+    conversations = chosen(load_conversations(), sys.argv[1:])
     started = time.perf_counter()
     from agent_memory.composition import services
     from agent_memory.config import settings
@@ -109,17 +127,26 @@ def main() -> None:
     api = LocalApi(load_template())
     with in_process_aws(TABLE, BUCKET):  # one table and bucket for every conversation, each its own user
         answers = [ingest_and_search(api, c, f"speaker-pair-{i}", 10) for i, c in enumerate(conversations)]
+    print(f"embedder: {os.environ['EMBEDDER']}; {time.perf_counter() - started:.0f} s\n")
+    print_table("through the service", answers, conversations)
+
+
+def print_table(title: str, answers: list[dict[str, list[str]]], conversations: list[Conversation]) -> None:
+    """The recall table (all, tuning, validation, per category) and the shares answered with no memory, from each
+    conversation's answers (``search_answers``)."""
     result = evaluate(lambda c, question, k: answers[c][question][:k], conversations)
-    print(
-        f"embedder: {os.environ['EMBEDDER']}; {result['questions']} questions; {time.perf_counter() - started:.0f} s\n"
-    )
-    print("| through the service | recall@5 | recall@10 |")
+    print(f"{result['questions']} questions\n")
+    print(f"| {title} | recall@5 | recall@10 |")
     print("|---|---:|---:|")
     print(f"| all categories 1–4 | {result['recall@5']:.3f} | {result['recall@10']:.3f} |")
+    names = {c.name for c in conversations}
     for split, members in SPLITS:  # chosen on tuning; validation is what an unseen conversation can expect
-        row = result["by_split"][split]
+        row = result["by_split"].get(split)
+        if row is None:  # none of its conversations in this run
+            continue
         print(
-            f"| {split} ({', '.join(members)}; {row['questions']} questions) | {row['recall@5']:.3f} | "
+            f"| {split} ({', '.join(m for m in members if m in names)}; {row['questions']} questions) | "
+            f"{row['recall@5']:.3f} | "
             f"{row['recall@10']:.3f} |"
         )
     for category, row in result["by_category"].items():

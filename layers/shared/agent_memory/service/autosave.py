@@ -18,11 +18,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import QuotaExceeded
-from ..policy.autosave import parse_policy
+from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, parse_policy
+from ..policy.messages import is_compaction
 from ..stores.ports import Change, EventQuery, SessionKey
 from .memories import CONTEXT_TURNS, MemoryService
 
 logger = logging.getLogger(__name__)
+
+# How far back, past the events the policy drops (an agent's turns, tool calls), a batch's first memories look for
+# the turns of their retrieval context: at most this many events more than the ``CONTEXT_TURNS`` read first, in
+# reads of doubling size (4, 8, …), made only while the events read hold fewer than ``CONTEXT_TURNS`` kept turns.
+LOOKBACK_EVENTS = 50
 
 
 def handle_changes(
@@ -46,8 +52,7 @@ def handle_changes(
             if unread:
                 raise RuntimeError(f"an event of the batch could not be read: {unread}")
             events = sorted((c.event for c in group), key=lambda e: int(e.get("seq") or 0))
-            first = int(events[0].get("seq") or 1)
-            previous = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS)) if first > 1 else []
+            previous = previous_turns(key, int(events[0].get("seq") or 1), policy, read_events)
             result = service.save_events(key, events, policy, previous)
             logger.info("auto-saved", extra={"session_id": key.session_id, **result})
         except QuotaExceeded as exc:
@@ -60,3 +65,39 @@ def handle_changes(
             logger.exception("auto-save failed; its records will be retried", extra={"session_id": key.session_id})
             failures += [{"itemIdentifier": c.sequence} for c in group]
     return {"batchItemFailures": failures}
+
+
+def previous_turns(
+    key: SessionKey,
+    first: int,
+    policy: MemoryPolicy,
+    read_events: Callable[[SessionKey, EventQuery], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The session's events before seq ``first`` that the batch's first memories take their retrieval context
+    from, so that auto-save stores the context an explicit save of the whole session stores, wherever a batch
+    starts: the last ``CONTEXT_TURNS`` events, and while the policy keeps fewer turns of those read (in a
+    conversation with an agent the default policy drops every other turn), earlier ones, in reads of doubling size,
+    at most ``LOOKBACK_EVENTS`` more. Two people's turns cost one read of two events; a person's and an agent's,
+    two reads of six."""
+    if first <= 1:
+        return []
+    events = read_events(key, EventQuery(up_to_seq=first - 1, num_recent=CONTEXT_TURNS))
+    page = CONTEXT_TURNS
+    while events and sum(_is_context_turn(e, policy) for e in events) < CONTEXT_TURNS:
+        oldest = int(events[0].get("seq") or 1)
+        page = min(page * 2, CONTEXT_TURNS + LOOKBACK_EVENTS - len(events))
+        if oldest <= 1 or page <= 0:
+            break
+        earlier = read_events(key, EventQuery(up_to_seq=oldest - 1, num_recent=page))
+        if not earlier:
+            break
+        events = earlier + events
+    return events
+
+
+def _is_context_turn(event: dict[str, Any], policy: MemoryPolicy) -> bool:
+    """Whether ``event`` enters a later memory's context in ``MemoryService.save_events``."""
+    if is_compaction(event) or not event.get("id"):
+        return False
+    kept = apply_policy(event, policy)
+    return kept is not None and bool(memory_text(kept))
