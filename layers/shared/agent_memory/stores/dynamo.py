@@ -1598,6 +1598,8 @@ class DynamoSessionStore:
         below = high + 1  # the oldest seq read so far (seqs below it are not read)
         start: dict[str, Any] | None = None
         more = need([])
+        if more <= 0:
+            return Tail(events=[])
         while more > 0:
             left = more
             while left > 0 and segments:

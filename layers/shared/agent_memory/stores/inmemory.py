@@ -309,8 +309,12 @@ class InMemorySessionStore:
         # One snapshot, handed out page by page as ``need`` asks: what the other stores read from storage.
         taken: list[dict[str, Any]] = []
         more = need([])
-        while more > 0 and len(taken) < len(selected):
+        if more <= 0:
+            return Tail(events=[])
+        while more > 0:
             taken = selected[-(len(taken) + more) :]
+            if len(taken) == len(selected):
+                return Tail(events=taken)
             more = need(taken)
         return Tail(events=taken, older=len(selected) - len(taken))
 

@@ -263,7 +263,8 @@ class SessionStore(Protocol):
         other fields must be unset), read newest first in pages: ``need([])`` sizes the first page, then ``need``
         is called with the events read so far (oldest first) and answers how many more to read, 0 when they are
         enough. So a read reads about as many items as ``need`` asks for, not the selection. Returns them oldest
-        first, with the number of older events of the selection left unread (``Tail.older``).
+        first, with the number of older events of the selection left unread (``Tail.older``; 0 when ``need([])``
+        asks for none: nothing is read).
 
         As consistent as ``read_events``: the pages are one view (a deletion committed during the read makes it
         start again; none is half seen). Never fails on what is stored (marker events, as ``read_events``)."""

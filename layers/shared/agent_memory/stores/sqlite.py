@@ -850,6 +850,8 @@ class SqliteSessionStore:
             if row is None or low >= high:
                 return Tail(events=[])
             more = need([])
+            if more <= 0:
+                return Tail(events=[])
             below = high + 1  # seqs below this are not read yet
             while more > 0:
                 rows = conn.execute(
