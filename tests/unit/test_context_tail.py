@@ -31,6 +31,7 @@ from agent_memory.stores.ports import (
 )
 
 KEY = SessionKey("app", "u", "s")
+ALWAYS = -(10**9)  # ContextService's tail_margin: a budgeted context reads newest first whatever the session's size
 CALL_IDS = ["c1", "c2", "c3", None]
 TOOLS = ["f", "g"]
 
@@ -237,10 +238,10 @@ def compare(plan: list[Any], options: ContextOptions) -> tuple[SpyStore, dict[st
         expected = old_context(ContextService(store, memories=lambda: old_memory), store, options)  # type: ignore[arg-type,return-value]
     except UnprocessableInput:
         with pytest.raises(UnprocessableInput):
-            ContextService(store, memories=lambda: new_memory).get_context("app", "u", "s", options)  # type: ignore[arg-type,return-value]
+            ContextService(store, memories=lambda: new_memory, tail_margin=ALWAYS).get_context("app", "u", "s", options)  # type: ignore[arg-type,return-value]
         return store, {}
     store.read.clear()
-    got = ContextService(store, memories=lambda: new_memory).get_context("app", "u", "s", options)  # type: ignore[arg-type,return-value]
+    got = ContextService(store, memories=lambda: new_memory, tail_margin=ALWAYS).get_context("app", "u", "s", options)  # type: ignore[arg-type,return-value]
     read = list(store.read)
     assert new_memory.queries == old_memory.queries
     silent = unread_without_messages(store, store.tails[-1]) if store.tails else 0
@@ -328,3 +329,19 @@ def test_tail_need_asks_for_the_rest_only_when_it_must() -> None:
     assert tail_need(events[-24:] + idless, ContextOptions(max_messages=20)) == TAIL_ALL
     # A base prompt over the budget decides at once (422).
     assert tail_need(events[-3:], ContextOptions(max_chars=5, system=("You are a helpful travel agent.",))) == 0
+
+
+def test_a_short_tail_after_the_watermark_is_read_at_once() -> None:
+    """When about as many events follow the watermark as the window's first page and a summary look-up would read,
+    one read takes them all (fewer requests); a longer tail is read newest first."""
+    store = SpyStore()
+    build_session(store, [*chat(100), ("compact", 0.95), *chat(12)])  # 5 kept, the summary, 12: a span of 18
+    service = ContextService(store)
+    store.read.clear()
+    short = service.get_context("app", "u", "s", ContextOptions(max_messages=5))
+    assert store.read == [18] and not store.tails
+    store.read.clear()
+    assert (
+        ContextService(store, tail_margin=ALWAYS).get_context("app", "u", "s", ContextOptions(max_messages=5)) == short
+    )
+    assert len(store.tails) == 1

@@ -35,11 +35,20 @@ SUMMARY_PAGE = 16
 
 
 class ContextService:
-    def __init__(self, store: SessionStore, memories: Callable[[], MemoryService] | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        memories: Callable[[], MemoryService] | None = None,
+        *,
+        tail_margin: int = SUMMARY_PAGE,
+    ) -> None:
         """``memories`` gives the memory service when a context asks for memories or the profile: called only
-        then, so that a plain context never loads the embedder or reads the memory store."""
+        then, so that a plain context never loads the embedder or reads the memory store. A context with a budget
+        reads the newest events only when more than its first page and ``tail_margin`` follow the watermark
+        (fewer are read at once: one request rather than a page, a count and a summary look-up)."""
         self._store = store
         self._memories = memories
+        self._tail_margin = tail_margin
 
     def get_context(self, app_name: str, user_id: str, session_id: str, options: ContextOptions) -> dict[str, Any]:
         """Reads the session, then the events after its newest summary's range: with a budget, only the newest of
@@ -51,7 +60,9 @@ class ContextService:
             raise SessionNotFound(session_id)
         query = EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record))
         unread = 0
-        if reads_tail(options):
+        # At most this many events follow the watermark (seqs; deleted and summary events among them).
+        span = record.last_seq - record.summary_end_seq
+        if reads_tail(options) and span > tail_need([], options) + self._tail_margin:
             searches_user_text = options.memories > 0 and options.memory_query is None
             tail = self._store.read_tail(
                 key, query, lambda read: tail_need(read, options, wants_user_text=searches_user_text)
