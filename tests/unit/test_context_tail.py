@@ -251,13 +251,13 @@ def compare(plan: list[Any], options: ContextOptions) -> tuple[SpyStore, dict[st
     return store, got
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=steps, options=context_options)
 def test_the_windowed_context_is_the_whole_reads_context(plan: list[Any], options: ContextOptions) -> None:
     compare(plan, options)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     before=st.lists(event_specs, max_size=60),
     compaction=st.lists(st.tuples(st.just("compact"), st.floats(0.5, 1)), max_size=1),
