@@ -1,23 +1,55 @@
-"""Context reads are proportional to the window, not the session: a 10,000-event session, compacted.
+"""Context reads are proportional to the window, not the session: 1,000- and 10,000-event sessions never compacted
+(a budget: only the newest events are read, until they decide the window), then the 10,000 compacted.
 
     .venv/bin/python -m bench.context
 
-The session is filled through the append route (batches of 100), as a client would; compaction, appends and the
-context reads go through the real handlers too. Counts AWS requests and items read.
+The sessions are filled through the append route (batches of 100), as a client would; compaction, appends and the
+context reads go through the real handlers too (moto in process). Counts AWS requests, items read (botocore
+hooks: a Query's Count, a GetItem's item, a BatchGetItem's items) and DynamoDB read units (from the items' sizes,
+``ReadUnits``), which do not depend on the machine; the USD are those read units at on-demand list prices
+(``bench.cost``), per million such requests.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
+from bench.cost import DYNAMODB_PER_M_RRU, item_size
 from bench.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
-EVENTS = 10_000
+SIZES = (1_000, 10_000)
+# The windows read of each never-compacted session: the message budget of the issue, a token budget (a turn of this
+# bench is ~14 characters, 8 tokens: 2,000 tokens hold about 250 of them) and no budget (all of it is emitted).
+WINDOWS = ("max_messages=20", "max_tokens=2000", "max_messages=20&system=Be+brief.&start_with_user=true")
+
+
+class ReadUnits:
+    """Strongly consistent read units of the DynamoDB reads, from the sizes of the items they returned: a Query is
+    charged on the sum of its items rounded up to 4 KB, a GetItem or BatchGetItem item by item. A projected read
+    is charged for the whole item, not the projection; those here (the deletion count, the oldest seq) read items
+    under 4 KB: one unit each, as counted."""
+
+    def __init__(self) -> None:
+        self.units = 0
+
+    def attach(self, client: Any) -> ReadUnits:
+        client.meta.events.register("after-call.dynamodb.*", self._after)
+        return self
+
+    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            self.units += max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
+        elif model.name == "GetItem":
+            self.units += max(1, math.ceil(item_size(parsed.get("Item")) / 4096))
+        elif model.name == "BatchGetItem":
+            items = [i for found in parsed.get("Responses", {}).values() for i in found]
+            self.units += sum(max(1, math.ceil(item_size(i) / 4096)) for i in items)
 
 
 def seed(call: Any, base: str, sid: str, count: int) -> None:
@@ -46,34 +78,45 @@ def main() -> None:
 
     call = api.call
 
-    rows: list[tuple[str, int, int, int, int]] = []
+    rows: list[tuple[str, int, int, int, int, int | None]] = []
     with in_process_aws(TABLE, BUCKET) as clients:
         base = "/apps/bench/users/u1/sessions"
-        assert call("POST", base, {"session_id": "long"})[0] == 201
-        seed(call, base, "long", EVENTS)
+        for size in SIZES:
+            assert call("POST", base, {"session_id": f"s{size}"})[0] == 201
+            seed(call, base, f"s{size}", size)
         counter = RequestCounter().attach(clients["dynamodb"], clients["s3"])
+        units = ReadUnits().attach(clients["dynamodb"])
 
         def measure(name: str, method: str, path: str, body: Any = None) -> Any:
             counter.reset()
+            units.units = 0
             status, reply = call(method, path, body)
             assert status == 200, (name, status, reply)
-            rows.append((name, counter.count("dynamodb"), counter.count("s3"), counter.items_read, 0))
+            messages = len(reply["messages"]) if "messages" in reply else None
+            row = (name, counter.count("dynamodb"), counter.count("s3"), counter.items_read, units.units, messages)
+            rows.append(row)
             return reply
 
-        reply = measure("context, 10,000 events, not compacted", "GET", f"{base}/long/context?max_messages=20")
-        rows[-1] = (*rows[-1][:4], len(reply["messages"]))
-        reply = measure("compact now (reads the 10,000 once)", "POST", f"{base}/long/compact")
+        for size in SIZES:
+            for window in WINDOWS:
+                label = window.replace("&", ", ").replace("+", " ")
+                measure(f"context, {size:,} events, not compacted, {label}", "GET", f"{base}/s{size}/context?{window}")
+        measure("context, 1,000 events, not compacted, no budget", "GET", f"{base}/s1000/context")
+        long = f"{base}/s10000"
+        reply = measure("compact now (reads the 10,000 once)", "POST", f"{long}/compact")
         assert reply["compacted"], reply
         for i in range(10):
-            call("POST", f"{base}/long/events", {"role": "user" if i % 2 == 0 else "assistant", "content": f"new {i}"})
-        reply = measure("context after compaction (+10 new events)", "GET", f"{base}/long/context")
-        rows[-1] = (*rows[-1][:4], len(reply["messages"]))
-        reply = measure("context after compaction, max_messages=5", "GET", f"{base}/long/context?max_messages=5")
-        rows[-1] = (*rows[-1][:4], len(reply["messages"]))
-    print("| operation | DynamoDB requests | S3 requests | items read | messages returned |")
-    print("|---|---:|---:|---:|---:|")
-    for name, ddb, s3, items, messages in rows:
-        print(f"| {name} | {ddb} | {s3} | {items} | {messages or ''} |")
+            call("POST", f"{long}/events", {"role": "user" if i % 2 == 0 else "assistant", "content": f"new {i}"})
+        measure("context after compaction (+10 new events)", "GET", f"{long}/context")
+        measure("context after compaction, max_messages=5", "GET", f"{long}/context?max_messages=5")
+        measure("context after compaction, max_messages=20", "GET", f"{long}/context?max_messages=20")
+    print(
+        "| operation | DynamoDB requests | S3 requests | items read | read units | USD per 1M (DynamoDB) | messages |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, ddb, s3, items, rru, messages in rows:
+        usd = rru * DYNAMODB_PER_M_RRU
+        print(f"| {name} | {ddb} | {s3} | {items} | {rru} | {usd:.2f} | {'' if messages is None else messages} |")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -302,18 +303,121 @@ def _trimmed(
     return summary_message, selected
 
 
+# Reading the window newest first (``tail_need``): the first page is the message budget and a few more; other
+# budgets are guessed at this many tokens / characters a message, then paced by what the events read so far hold.
+TAIL_SLACK = 4
+TAIL_MIN = 8
+TAIL_FIRST_MAX = 1_000
+_GUESS_TOKENS = 30
+_GUESS_CHARS = 110
+TAIL_ALL = 2**31 - 1  # "read the rest": a window that only the whole session decides
+
+
+def reads_tail(options: ContextOptions) -> bool:
+    """Whether a context with ``options`` can be read newest first, stopping once its window is full: it has a
+    budget (else all of it is emitted) and does not keep the first message (which is the oldest)."""
+    return not options.keep_first and any(
+        v is not None for v in (options.max_tokens, options.max_messages, options.max_chars)
+    )
+
+
+def tail_need(events: list[dict[str, Any]], options: ContextOptions, *, wants_user_text: bool = False) -> int:
+    """How many more events, older than ``events``, the window of ``options`` needs read: 0 when ``events`` (the
+    newest after the summary's range, oldest first) decide the context, i.e. ``build_context`` gives the same
+    messages on them as on every longer run of older events before them (``dropped_events`` aside: the events not
+    read are counted by the caller). For ``SessionStore.read_tail``.
+
+    They decide it when, without the summary (which only takes budget first, so the walk then stops sooner):
+    the conversation they hold does not fit whole (so neither does a longer one, and no memory or profile goes
+    in), and the newest-first walk of ``_trimmed`` stops at one of their units, at or after which no tool response
+    lacks its call id (such a response pairs with the oldest open call of its tool, which may be older than the
+    events read: then only the whole session decides). With ``wants_user_text`` (memories searched with the newest
+    user message), they must also hold a user message. A budget the base system messages alone are over decides
+    at once (422 ``system``)."""
+    if not events:
+        return _first_page(options)
+    messages: list[Message] = []
+    for event in events:
+        try:
+            found = [] if is_compaction(event) else event_messages(event)
+            for message in found:
+                message.tokens()
+        except (AttributeError, TypeError, KeyError, ValueError):
+            continue  # an event that does not read is left out of the context (ContextService)
+        messages.extend(found)
+    budget = _Budget(options)
+    base = [_system_message(text, {"kind": "system"}) for text in options.system]
+    if not budget.fits(base):
+        return 0
+    budget.take(base)
+    if wants_user_text and latest_user_text(events) is None:
+        return _more(events, messages, budget)
+    units = _units(messages)
+    whole_units = list(units)
+    if options.start_with_user:
+        while whole_units and whole_units[0][0].role != "user":
+            whole_units.pop(0)
+    if budget.fits([m for unit in whole_units for m in unit]):
+        return _more(events, messages, budget)
+    for unit in reversed(units):
+        if not budget.fits(unit):
+            head = next(i for i, m in enumerate(messages) if m is unit[0])
+            if any(m.role == "tool" and m.tool_call_id is None for m in messages[head:]):
+                return TAIL_ALL
+            return 0
+        budget.take(unit)
+    return _more(events, messages, budget)  # not reached: a conversation over budget stops the walk
+
+
+def _first_page(options: ContextOptions) -> int:
+    """The first page of a tail read: enough for the budget with events of ordinary size, and a few more."""
+    room = len(options.system)
+    guesses = []
+    if options.max_messages is not None:
+        guesses.append(options.max_messages - room)
+    if options.max_tokens is not None:
+        guesses.append(options.max_tokens // _GUESS_TOKENS)
+    if options.max_chars is not None:
+        guesses.append(options.max_chars // _GUESS_CHARS)
+    return max(TAIL_MIN, min(TAIL_FIRST_MAX, min(guesses, default=TAIL_MIN) + TAIL_SLACK))
+
+
+def _more(events: list[dict[str, Any]], messages: list[Message], budget: _Budget) -> int:
+    """The next page when the events read do not decide the window: as many as the room left takes at the rate
+    they fill it (per event, every budget), a few more; at least half what was read (so a misjudged rate costs
+    few pages) and at least ``TAIL_MIN``."""
+    o = budget.options
+    whole = _Budget(o)
+    whole.take(messages)
+    estimates = []
+    for limit, used, spent in (
+        (o.max_messages, budget.messages, whole.messages),
+        (o.max_tokens, budget.tokens, whole.tokens),
+        (o.max_chars, budget.chars, whole.chars),
+    ):
+        if limit is not None and spent > 0:
+            room = max(0, limit - used - spent)
+            estimates.append(math.ceil(room * len(events) / spent) + 1)
+    estimate = min(estimates, default=len(events))
+    return min(TAIL_ALL, max(estimate + TAIL_SLACK, len(events) // 2, TAIL_MIN))
+
+
 def build_context(
     events: list[dict[str, Any]],
     summary_event: dict[str, Any] | None,
     options: ContextOptions,
     recall: Recall | None = None,
+    *,
+    unread: int = 0,
 ) -> dict[str, Any]:
     """The messages to send a model next, from the newest summary and the events after it (oldest first).
 
     ``events`` are the session's events after the range ``summary_event`` covers; compaction events among them
     are ignored. ``recall`` is what long-term memory adds (profile, memory hits), placed after the base
-    ``options.system`` messages. Returns ``{messages, summary, token_estimate, compacted_events, dropped_events,
-    memories, profile}``: ``memories`` the hits kept (``{id, score}``), ``profile`` whether the profile is in.
+    ``options.system`` messages. ``unread``: events after the summary's range older than ``events``, which a
+    windowed read (``tail_need``) did not read; they count as dropped. Returns ``{messages, summary,
+    token_estimate, compacted_events, dropped_events, memories, profile}``: ``memories`` the hits kept (``{id,
+    score}``), ``profile`` whether the profile is in.
     """
     raw = [e for e in events if not is_compaction(e)]
     messages = [m for e in raw for m in event_messages(e)]
@@ -368,7 +472,7 @@ def build_context(
         "summary": summary,
         "token_estimate": sum(m.tokens() for m in out),
         "compacted_events": int(covered.get("event_count", 0)),
-        "dropped_events": len(with_messages - emitted_events),
+        "dropped_events": len(with_messages - emitted_events) + unread,
         "memories": [{"id": h.id, "score": h.score} for h in hits],
         "profile": any((m.metadata or {}).get("kind") == "profile" for m in extras),
     }

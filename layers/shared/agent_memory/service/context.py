@@ -17,36 +17,66 @@ from ..policy.context import (
     build_context,
     iso_date,
     latest_user_text,
+    reads_tail,
+    tail_need,
 )
 from ..policy.messages import compaction_range, event_messages, is_compaction, summary_text
 from ..policy.profile import profile_text
-from ..stores.ports import EventQuery, SessionKey, SessionStore, marks_of, validated_key
+from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of, validated_key
 
 if TYPE_CHECKING:
     from .memories import MemoryService
 
 logger = logging.getLogger(__name__)
 
+# A summary older than the window is looked for forward from the watermark, this many events a read (compaction
+# keeps ``EventRetentionSize`` events, default 10, between the watermark and its summary).
+SUMMARY_PAGE = 16
+
 
 class ContextService:
-    def __init__(self, store: SessionStore, memories: Callable[[], MemoryService] | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        memories: Callable[[], MemoryService] | None = None,
+        *,
+        tail_margin: int = SUMMARY_PAGE,
+    ) -> None:
         """``memories`` gives the memory service when a context asks for memories or the profile: called only
-        then, so that a plain context never loads the embedder or reads the memory store."""
+        then, so that a plain context never loads the embedder or reads the memory store. A context with a budget
+        reads the newest events only when more than its first page and ``tail_margin`` follow the watermark
+        (fewer are read at once: one request rather than a page, a count and a summary look-up)."""
         self._store = store
         self._memories = memories
+        self._tail_margin = tail_margin
 
     def get_context(self, app_name: str, user_id: str, session_id: str, options: ContextOptions) -> dict[str, Any]:
-        """Reads the session, then only the events after its newest summary's range (the summary among them);
-        then, when ``options`` asks for them, the memory hits and the profile."""
+        """Reads the session, then the events after its newest summary's range: with a budget, only the newest of
+        them, page by page until they decide the window (``tail_need``), and the summary when it is older than
+        them; without one, all of them. Then, when ``options`` asks for them, the memory hits and the profile."""
         key = validated_key(app_name, user_id, session_id)
         record = self._store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)
-        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
+        query = EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record))
+        unread = 0
+        # At most this many events follow the watermark (seqs; deleted and summary events among them).
+        span = record.last_seq - record.summary_end_seq
+        if reads_tail(options) and span > tail_need([], options) + self._tail_margin:
+            searches_user_text = options.memories > 0 and options.memory_query is None
+            tail = self._store.read_tail(
+                key, query, lambda read: tail_need(read, options, wants_user_text=searches_user_text)
+            )
+            events, unread = tail.events, tail.older
+        else:
+            events = self._store.read_events(key, query)
         summary = next((e for e in events if e.get("id") == record.summary_event_id), None)
+        if summary is None and unread and record.summary_event_id is not None:
+            summary = self._older_summary(key, record, events)
+            unread -= summary is not None  # the summary is among the unread events, and is not a dropped one
         recall = self._recall(key, events, options) if options.wants_memory else None
         try:
-            return build_context(events, summary, options, recall)
+            return build_context(events, summary, options, recall, unread=unread)
         except (AttributeError, TypeError, KeyError, ValueError):
             # A stored event of a shape the message reader does not expect (older data, or written outside the
             # service): leave out what does not read rather than fail the session's context.
@@ -54,7 +84,29 @@ class ContextService:
         readable = [e for e in events if _reads_as_messages(e)]
         if summary is not None and not _reads_as_messages(summary):
             summary = None
-        return build_context(readable, summary, options, recall)
+        return build_context(readable, summary, options, recall, unread=unread)
+
+    def _older_summary(
+        self, key: SessionKey, record: SessionRecord, tail: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The session's newest summary when it is older than the ``tail`` read: forward from the watermark (it
+        follows the events compaction kept), up to the tail; None when it is gone (deleted meanwhile)."""
+        after = record.summary_end_seq
+        before = int(tail[0].get("seq") or 0) if tail else None
+        while True:
+            page = self._store.read_events(
+                key,
+                EventQuery(
+                    after_seq=after,
+                    up_to_seq=None if before is None else before - 1,
+                    limit=SUMMARY_PAGE,
+                    marks=marks_of(record),
+                ),
+            )
+            found = next((e for e in page if e.get("id") == record.summary_event_id), None)
+            if found is not None or len(page) < SUMMARY_PAGE:
+                return found
+            after = int(page[-1].get("seq") or 0)
 
     def _recall(self, key: SessionKey, events: list[dict[str, Any]], options: ContextOptions) -> Recall:
         """The memory hits (searched with ``memory_query``, else the newest user message of the session) and the

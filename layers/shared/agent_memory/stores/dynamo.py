@@ -81,9 +81,12 @@ from .ports import (
     SeqRange,
     SessionKey,
     SessionRecord,
+    Tail,
+    TailNeed,
     UserCursor,
     in_ranges,
     same_event,
+    tail_query,
 )
 
 logger = logging.getLogger(__name__)
@@ -1569,6 +1572,67 @@ class DynamoSessionStore:
                     break
                 params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return page.events
+
+    def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
+        """Newest-first Queries of ``by_seq`` (``ScanIndexForward=False``, ``Limit`` the page ``need`` asks for),
+        between the deletion marks' reads as ``read_events`` does (the caller's marks save the first), so that the
+        pages are one view: a deletion committed meanwhile makes the read start again."""
+        tail_query(query)
+        known = query.marks
+        for _ in range(_READ_ATTEMPTS):
+            deletions, hidden = (known[0], list(known[1])) if known is not None else self._deletion_marks(key)
+            known = None
+            tail = self._read_tail(key, query, hidden, need)
+            if self._deletion_marks(key, counter_only=True)[0] == deletions:
+                return tail
+        raise ServiceUnavailable("the session's events kept being deleted while they were read; retry", retry_after=1)
+
+    def _read_tail(self, key: SessionKey, query: EventQuery, hidden: list[SeqRange], need: TailNeed) -> Tail:
+        pk = events_pk(key)
+        low = (query.after_seq or 0) + 1
+        high = query.up_to_seq if query.up_to_seq is not None else _MAX_SEQ
+        if low > high:
+            return Tail(events=[])
+        segments = list(reversed(_visible_segments(low, high, hidden)))  # newest first
+        events: list[dict[str, Any]] = []
+        below = high + 1  # the oldest seq read so far (seqs below it are not read)
+        start: dict[str, Any] | None = None
+        more = need([])
+        if more <= 0:
+            return Tail(events=[])
+        while more > 0:
+            left = more
+            while left > 0 and segments:
+                a, b = segments[0]
+                params = self._by_seq(pk, a, b) | {"ScanIndexForward": False, "Limit": min(left, _QUERY_LIMIT_MAX)}
+                if start is not None:
+                    params["ExclusiveStartKey"] = start
+                response = self._db.query(TableName=self._table, ConsistentRead=True, **params)
+                items = response.get("Items", [])
+                # Payloads in S3 are fetched for these items only.
+                events = [self.event_from_item(item, verbatim=query.verbatim) for item in reversed(items)] + events
+                if items:
+                    below = _whole(items[-1], "seq")
+                left -= len(items)
+                start = response.get("LastEvaluatedKey")
+                if start is None:
+                    segments.pop(0)
+            if not segments:
+                return Tail(events=events)  # the selection's oldest event is read
+            more = need(events)
+        return Tail(events=events, older=self._count_before(pk, low, below - 1, hidden))
+
+    def _count_before(self, pk: str, low: int, high: int, hidden: list[SeqRange]) -> int:
+        """How many events a tail left unread, without reading them: the seqs from the oldest stored one (one
+        Query, one item) through ``high``, less the pending deletions. Events deleted and purged between them are
+        counted too (no item says where they were)."""
+        segments = _visible_segments(low, high, hidden)
+        for i, (a, b) in enumerate(segments):
+            first = self._query_all(self._by_seq(pk, a, b) | {"ProjectionExpression": "seq"}, 1)
+            if first:
+                oldest = _whole(first[0], "seq")
+                return (b - oldest + 1) + sum(hi - lo + 1 for lo, hi in segments[i + 1 :])
+        return 0
 
     # --- deleting events --------------------------------------------------------------------------------------
 

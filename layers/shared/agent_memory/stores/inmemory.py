@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 import uuid
@@ -31,9 +32,12 @@ from .ports import (
     SeqRange,
     SessionKey,
     SessionRecord,
+    Tail,
+    TailNeed,
     UserCursor,
     in_ranges,
     same_event,
+    tail_query,
 )
 from .sqlite import changes_from_feed, feed_record
 
@@ -298,6 +302,21 @@ class InMemorySessionStore:
                         events = events[:count]
                         break
             return copy.deepcopy(events)
+
+    def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
+        tail_query(query)
+        selected = self.read_events(key, dataclasses.replace(query, marks=None))
+        # One snapshot, handed out page by page as ``need`` asks: what the other stores read from storage.
+        taken: list[dict[str, Any]] = []
+        more = need([])
+        if more <= 0:
+            return Tail(events=[])
+        while more > 0:
+            taken = selected[-(len(taken) + more) :]
+            if len(taken) == len(selected):
+                return Tail(events=taken)
+            more = need(taken)
+        return Tail(events=taken, older=len(selected) - len(taken))
 
     # --- export / import: the memo and a whole session at once ---------------------------------------------
 

@@ -139,6 +139,28 @@ class EventQuery:
 SeqRange = tuple[int, int]  # seqs lo..hi, both included
 
 
+@dataclass(frozen=True)
+class Tail:
+    """What ``read_tail`` read: the newest events of a selection, oldest first, and how many events of the selection
+    are older than them (not read). ``older`` is 0 when the read reached the selection's oldest event; otherwise it
+    counts the events stored before those read (DynamoDB counts their seqs, from the oldest stored one and leaving
+    out pending deletions: events deleted and purged between them are counted too)."""
+
+    events: list[dict[str, Any]]
+    older: int = 0
+
+
+# ``read_tail``'s pacing: given the events read so far (oldest first), how many more to read (0: enough).
+TailNeed = Callable[[list[dict[str, Any]]], int]
+
+
+def tail_query(query: EventQuery) -> EventQuery:
+    """``query`` if ``read_tail`` reads it (a selection by seq only); ValueError otherwise."""
+    if (query.num_recent, query.after_timestamp, query.limit, query.max_bytes) != (None, None, None, None):
+        raise ValueError("read_tail selects by seq only: num_recent, after_timestamp, limit and max_bytes are unset")
+    return query
+
+
 def marks_of(record: SessionRecord) -> tuple[int, tuple[SeqRange, ...]]:
     """A session record's deletion marks, for ``EventQuery.marks``."""
     return record.deletions, record.hidden
@@ -234,6 +256,18 @@ class SessionStore(Protocol):
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         """Events oldest first (by seq), as ``query`` selects them. Never fails on what is stored: an event whose
         stored form does not read comes back as a marker event (``error_code`` ``unreadable_event``)."""
+        ...
+
+    def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
+        """The newest events of ``query``'s selection (``after_seq``, ``up_to_seq``, ``marks``, ``verbatim``; its
+        other fields must be unset), read newest first in pages: ``need([])`` sizes the first page, then ``need``
+        is called with the events read so far (oldest first) and answers how many more to read, 0 when they are
+        enough. So a read reads about as many items as ``need`` asks for, not the selection. Returns them oldest
+        first, with the number of older events of the selection left unread (``Tail.older``; 0 when ``need([])``
+        asks for none: nothing is read).
+
+        As consistent as ``read_events``: the pages are one view (a deletion committed during the read makes it
+        start again; none is half seen). Never fails on what is stored (marker events, as ``read_events``)."""
         ...
 
     def append_compaction(

@@ -79,8 +79,11 @@ from .ports import (
     NewEvent,
     SessionKey,
     SessionRecord,
+    Tail,
+    TailNeed,
     UserCursor,
     same_event,
+    tail_query,
 )
 
 logger = logging.getLogger(__name__)
@@ -831,6 +834,41 @@ class SqliteSessionStore:
                     if size >= query.max_bytes:
                         break
             return page
+
+    def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
+        """Pages of ``ORDER BY seq DESC LIMIT n`` on the (session, seq) index, in one read transaction (a deletion
+        commits whole, so the pages are one snapshot); the unread older events counted on the index, no body read."""
+        tail_query(query)
+        low = _bounded(query.after_seq) if query.after_seq is not None else -_MAX_SEQ
+        high = _bounded(query.up_to_seq) if query.up_to_seq is not None else _MAX_SEQ
+        events: list[dict[str, Any]] = []
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT id FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                (key.app_name, key.user_id, key.session_id),
+            ).fetchone()
+            if row is None or low >= high:
+                return Tail(events=[])
+            more = need([])
+            if more <= 0:
+                return Tail(events=[])
+            below = high + 1  # seqs below this are not read yet
+            while more > 0:
+                rows = conn.execute(
+                    "SELECT event_id, seq, ts, body FROM events WHERE session = ? AND seq > ? AND seq < ?"
+                    " ORDER BY seq DESC LIMIT ?",
+                    (row[0], low, below, more),
+                ).fetchall()
+                page = [read_stored_event(*r, verbatim=query.verbatim) for r in reversed(rows)]
+                events = page + events
+                if len(rows) < more:
+                    return Tail(events=events)  # the selection's oldest event is read
+                below = int(rows[-1][1])
+                more = need(events)
+            (older,) = conn.execute(
+                "SELECT COUNT(*) FROM events WHERE session = ? AND seq > ? AND seq < ?", (row[0], low, below)
+            ).fetchone()
+        return Tail(events=events, older=int(older))
 
     # --- export / import: the memo and a whole session at once -----------------------------------------------
 

@@ -1,0 +1,99 @@
+"""A context with a budget reads about its window, not the session, before compaction as after it: the handlers
+through API Gateway events against moto, requests and items counted by botocore hooks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import RequestCounter
+from tests.integration.conftest import Api
+
+CTX = "/apps/app/users/alice/sessions/{sid}/context"
+
+
+@pytest.fixture(autouse=True)
+def _small_compaction_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACTION_INTERVAL", "3")
+    monkeypatch.setenv("EVENT_RETENTION_SIZE", "2")
+    monkeypatch.setenv("TOKEN_THRESHOLD", "100000")
+
+
+def chat(api: Api, sid: str, turns: int, start: int = 0) -> None:
+    for first in range(start, start + turns, 50):
+        events: list[dict[str, Any]] = []
+        for i in range(first, min(first + 50, start + turns)):
+            events.append({"role": "user", "content": f"question {i}"})
+            events.append({"role": "assistant", "content": f"answer {i}"})
+        assert api.append(sid, {"events": events}).status == 201
+
+
+def context(api: Api, sid: str, method: str = "GET", **query: Any) -> Any:
+    if method == "POST":
+        reply = api.request("POST", CTX.format(sid=sid), json_body=query)
+    else:
+        reply = api.request("GET", CTX.format(sid=sid), query=query or None)
+    assert reply.status == 200, reply.body
+    return reply.body
+
+
+@pytest.fixture
+def thousand(api: Api) -> Api:
+    """A 1,000-event chat, never compacted."""
+    assert api.create(session_id="long").status == 201
+    chat(api, "long", 500)
+    return api
+
+
+def test_the_last_20_messages_of_a_1000_event_session_read_about_20_items(
+    thousand: Api, counter: RequestCounter
+) -> None:
+    whole = context(thousand, "long")
+    counter.reset()
+    body = context(thousand, "long", max_messages="20")
+    assert body["messages"] == whole["messages"][-20:]
+    assert body["dropped_events"] == 980 and body["summary"] is None
+    # The session and user items, one newest-first page (24), the oldest stored seq (1 item, for dropped_events),
+    # the deletion count after the events (1 item); not the 1,000.
+    assert counter.items_read <= 2 + 24 + 1 + 1, counter.calls
+    assert counter.count("dynamodb") == 4 and counter.count("dynamodb", "Scan") == 0
+    assert counter.count("s3") == 0
+    # POST takes the same parameters: the same answer, read the same way.
+    counter.reset()
+    assert context(thousand, "long", "POST", max_messages=20) == body
+    assert counter.items_read <= 28
+
+
+def test_a_token_budget_reads_about_what_fits(thousand: Api, counter: RequestCounter) -> None:
+    whole = context(thousand, "long")
+    counter.reset()
+    body = context(thousand, "long", max_tokens="300", format="full")
+    kept = len(body["messages"])
+    assert 30 <= kept <= 50 and body["token_estimate"] <= 300
+    assert [m["content"] for m in body["messages"]] == [m["content"] for m in whole["messages"][-kept:]]
+    assert body["dropped_events"] == 1_000 - kept
+    assert counter.items_read <= 2 * kept + 10, counter.items_read
+
+
+def test_a_summary_older_than_the_window_still_comes_first(thousand: Api, counter: RequestCounter) -> None:
+    reply = thousand.request("POST", "/apps/app/users/alice/sessions/long/compact")
+    assert reply.status == 200 and reply.body["compacted"] is True
+    chat(thousand, "long", 100, start=500)  # 200 events after the summary
+    whole = context(thousand, "long")
+    counter.reset()
+    body = context(thousand, "long", max_messages="5")
+    assert body["messages"][0] == whole["messages"][0] and body["messages"][0]["role"] == "system"
+    assert body["messages"][1:] == whole["messages"][-4:]
+    assert body["summary"] == whole["summary"] and body["compacted_events"] == whole["compacted_events"]
+    assert body["dropped_events"] == 2 + 200 - 4  # the retained 2 and the new 200, less the 4 kept
+    # The session, a page of the tail, the oldest stored seq, the summary found forward from the watermark (a page),
+    # each read followed by the deletion count.
+    assert counter.items_read <= 2 + 9 + 1 + 1 + 16 + 1, counter.calls
+
+
+def test_base_system_messages_over_the_budget_are_still_refused(thousand: Api) -> None:
+    reply = thousand.request(
+        "GET", CTX.format(sid="long"), query={"max_chars": "5", "system": "You are a helpful travel agent."}
+    )
+    assert reply.status == 422 and reply.error["field"] == "system"
