@@ -16,6 +16,7 @@ client. The services themselves (``service/``) name no adapter: they get ports.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -266,10 +267,20 @@ class Services:
 
         return self._once("compaction", build)
 
+    def preload_embedder(self) -> None:
+        """Start loading the configured embedder's model in the background, when it has one to load (MiniLM):
+        the search function calls this while its handler is imported (Lambda's init phase), and building the
+        memory service does, so that the load overlaps the rest of the cold start and the S3 reads of the first
+        search instead of following them. A failed load leaves search lexical, as a failing embedder does."""
+        preload = getattr(self.embedder, "preload", None)
+        if callable(preload):
+            preload()
+
     @property
     def memories(self) -> MemoryService:
         def build() -> MemoryService:
             embedder = self.embedder
+            self.preload_embedder()
             return MemoryService(
                 self.session_store,
                 self.memory_store,
@@ -296,3 +307,12 @@ def compaction_settings(cfg: Settings) -> CompactionSettings:
 def services() -> Services:
     """The process's services, built from the environment's settings (one per Lambda container)."""
     return Services(settings())
+
+
+def preload_embedder() -> None:
+    """``services().preload_embedder()`` for a handler's import: never raises, since a configuration error is
+    the first request's to report (as a 500 through the API's error mapping), not the module import's."""
+    try:
+        services().preload_embedder()
+    except Exception as exc:
+        logging.getLogger(__name__).warning("could not start loading the embedder (%s: %s)", type(exc).__name__, exc)
