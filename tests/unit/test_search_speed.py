@@ -155,3 +155,34 @@ def test_the_single_threaded_session_embeds_as_onnxruntimes_default_one() -> Non
     finally:
         embedders._build_minilm_session = original
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+
+
+def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
+) -> None:
+    from agent_memory.composition import services
+    from agent_memory.config import settings
+
+    loaded_by: list[str] = []
+    real = embedders._build_minilm_session
+
+    @functools.cache
+    def recording() -> Any:
+        loaded_by.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", recording)
+    monkeypatch.setenv("EMBEDDER", "minilm")
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "provisioned-concurrency")
+    settings.cache_clear()
+    services.cache_clear()
+    try:
+        preload_embedder()  # init runs ahead of requests: a background thread would be frozen with it
+        assert loaded_by == [threading.current_thread().name] and fresh_loads == {}
+        monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
+        services.cache_clear()
+        preload_embedder()
+        assert list(fresh_loads) == [MiniLMEmbedder().max_tokens]  # on demand: in the background
+    finally:
+        settings.cache_clear()
+        services.cache_clear()

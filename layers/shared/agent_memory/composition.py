@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -309,10 +310,24 @@ def services() -> Services:
     return Services(settings())
 
 
+# Lambda's initialisation types in which the init phase runs ahead of any request (and the environment may be
+# frozen, background threads with it, until the first one arrives).
+AHEAD_OF_REQUESTS = frozenset({"provisioned-concurrency", "snap-start"})
+
+
 def preload_embedder() -> None:
-    """``services().preload_embedder()`` for a handler's import: never raises, since a configuration error is
-    the first request's to report (as a 500 through the API's error mapping), not the module import's."""
+    """For a handler's import: start loading the embedder's model in the background (``Services.
+    preload_embedder``); under provisioned concurrency or SnapStart, whose init runs ahead of any request, load it
+    before returning instead, since a background thread would be frozen with the environment and finish on
+    the first request. Never raises: a configuration error or a failed load is the first request's to report
+    (a 500, or lexical search), not the module import's."""
     try:
-        services().preload_embedder()
+        wired = services()
+        if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") in AHEAD_OF_REQUESTS:
+            warm_up = getattr(wired.embedder, "warm_up", None)
+            if callable(warm_up):
+                warm_up()
+            return
+        wired.preload_embedder()
     except Exception as exc:
         logging.getLogger(__name__).warning("could not start loading the embedder (%s: %s)", type(exc).__name__, exc)
