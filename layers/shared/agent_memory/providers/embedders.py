@@ -170,8 +170,10 @@ class MiniLMEmbedder:
         with _LOAD_LOCK:
             thread = _PRELOAD.get(self.max_tokens)
             if thread is None:
+                # Not a daemon: a process that ends during the load (a script, a test run) waits for it, since
+                # onnxruntime torn down halfway through loading aborts the interpreter at exit.
                 thread = threading.Thread(
-                    target=_load_in_background, args=(self.max_tokens,), name="minilm-preload", daemon=True
+                    target=_load_in_background, args=(self.max_tokens,), name="minilm-preload", daemon=False
                 )
                 _PRELOAD[self.max_tokens] = thread
                 thread.start()
