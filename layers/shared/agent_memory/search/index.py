@@ -785,7 +785,7 @@ class SearchIndex:
         out = np.empty(len(self), dtype=np.float32)
         # einsum widens the int8 rows to float32 in its own small buffers and never calls BLAS: a BLAS product
         # per chunk woke OpenBLAS's thread pool each time, which on a busy or fractional CPU (a Lambda function
-        # below 1,769 MB) cost more than the product itself (bench.memory: dense scoring of 100k rows).
+        # below 1,769 MB) cost more than the product itself (bench.search_speed: dense scoring of 100k rows).
         for start in range(0, len(self), _CHUNK_ROWS):
             np.einsum(
                 "ij,j->i",
