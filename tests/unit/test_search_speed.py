@@ -186,3 +186,29 @@ def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
     finally:
         settings.cache_clear()
         services.cache_clear()
+
+
+def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
+) -> None:
+    real = embedders._build_minilm_session
+    entered, release = threading.Event(), threading.Event()
+
+    @functools.cache
+    def slow_build() -> Any:
+        entered.set()
+        release.wait(30)
+        return real()
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", slow_build)
+    try:
+        thread = MiniLMEmbedder().preload()
+        assert entered.wait(30)
+        asked: list[threading.Thread] = []
+        second = threading.Thread(target=lambda: asked.append(MiniLMEmbedder().preload()))
+        second.start()
+        second.join(10)  # the memory service asks again while the handler's load is under way: it must not block
+        assert asked == [thread]
+    finally:
+        release.set()
+    thread.join(30)

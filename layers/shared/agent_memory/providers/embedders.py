@@ -87,6 +87,7 @@ def _empty(dim: int) -> Matrix:
 # cold start and the S3 reads of the first search) or by the first ``embed``, which waits for a load in progress
 # instead of starting a second one. A failed load is not remembered: the next ``embed`` tries again.
 _LOAD_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.Lock()  # only to start one background load: ``preload`` never waits for a load
 _PRELOAD: dict[int, threading.Thread] = {}  # max_tokens -> the background load started for it
 
 
@@ -167,7 +168,7 @@ class MiniLMEmbedder:
         """Start loading the model and tokenizer in a background thread (once per process) and return it; the
         first ``embed`` waits for that load rather than starting its own. A load that fails only logs a warning:
         that ``embed`` then tries again and raises ``EmbedderError`` if it fails too (search answers lexically)."""
-        with _LOAD_LOCK:
+        with _PRELOAD_LOCK:
             thread = _PRELOAD.get(self.max_tokens)
             if thread is None:
                 # Not a daemon: a process that ends during the load (a script, a test run) waits for it, since
