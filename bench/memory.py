@@ -1,26 +1,51 @@
-"""Long-term memory: search latency and S3 requests per search at 1,000 / 10,000 / 100,000 records for one
-user, and save throughput, against the S3 store in moto with the configured embedder (default: MiniLM).
+"""Long-term memory: search latency, warm and cold, S3 requests per search and peak memory at 1,000 / 10,000 /
+100,000 records for one user, and save throughput, against the S3 store in moto with the configured embedder
+(default: MiniLM).
 
-    .venv/bin/python -m bench.memory [--sizes 1000 10000 100000] [--embedder minilm|none]
+    .venv/bin/python -m bench.memory [--sizes 1000 10000 100000] [--embedder minilm|none] [--runs 3]
 
-Search latency is warm and in-process (the index cached by the manifest's ETag, one conditional GET per
-search), reported with its ratio to a lexical-only search of the same index in the same run. Records are
-seeded with large direct writes to the store (the index, not the write path, is what a search costs);
-save throughput goes through the service's save path (claims, embedding, segment, manifest) in batches
-of 100.
+moto runs as a server in this process; every search goes through it over HTTP, as a function's would.
+
+- **warm**: the search function's handler (API Gateway event in, JSON out) in a process that has served a search
+  of that user before: the index is cached by the manifest's ETag, one conditional GET per search; the query
+  embedding is included. Median of ``--queries`` three-word queries, in each fresh process after its first search.
+- **first search in a fresh process**: a new interpreter (as a new Lambda container) imports the handler, wires
+  the service and answers one search: model load, S3 reads, index load, query. "adds" is first minus warm.
+  The same without the model preload (``Services.preload_embedder``) shows what overlapping the load saves, and
+  the boto3 floor (a fresh interpreter: ``import boto3``, an S3 client, one GET of the manifest) what any
+  function pays; medians of ``--runs`` processes each, interleaved.
+- **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
+- **peak RSS**: the fresh process's maximum resident set after its searches.
+
+Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
+search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
+cache of earlier runs' MiniLM vectors when there is one (``bench.embedding_cache``: same vectors, computed once).
+Save throughput goes through the service's save path (claims, embedding, segment, manifest) in batches of 100.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.aws_counter import RequestCounter
 from bench.environment import bench_environment
 
+if TYPE_CHECKING:
+    from agent_memory.stores.ports import MemoryRecord
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYER = ROOT / "layers" / "shared"
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
 WORDS = [
@@ -89,86 +114,227 @@ def synthetic(n: int, seed: int = 7) -> list[str]:
     return [f"Memory {i}: " + " ".join(rng.choice(WORDS) for _ in range(14)) for i in range(n)]
 
 
+def seed_records(n: int) -> list[MemoryRecord]:
+    """The records a store of ``n`` is seeded with (those of a smaller size are a prefix of a larger one's)."""
+    from agent_memory.stores.ports import MemoryRecord
+
+    return [MemoryRecord(f"m{i}", t, "user", 1.7e9) for i, t in enumerate(synthetic(n))]
+
+
+CHILD = r"""
+import json, resource, sys, time
+events = json.loads(sys.stdin.read())
+started = time.perf_counter()
+import importlib.util
+sys.path.insert(0, {layer!r})
+if {no_preload!r}:
+    from agent_memory.composition import Services
+    Services.preload_embedder = lambda self: None
+spec = importlib.util.spec_from_file_location("app", {handler!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+imported = time.perf_counter()
+
+class Context:
+    function_name = "SearchMemoriesFunction"
+    memory_limit_in_mb = 1024
+    aws_request_id = "bench"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
+    def get_remaining_time_in_millis(self):
+        return 29000
+
+def search(event):
+    response = module.lambda_handler(event, Context())
+    assert response["statusCode"] == 200, response
+    return len(json.loads(response["body"])["memories"])
+
+hits = search(events[0])
+first = time.perf_counter()
+warm = []
+for event in events[1:]:
+    t = time.perf_counter()
+    search(event)
+    warm.append(time.perf_counter() - t)
+warm.sort()
+print(json.dumps({{"import": imported - started, "first": first - started, "hits": hits,
+    "warm": warm[len(warm) // 2], "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+FLOOR = r"""
+import json, time
+started = time.perf_counter()
+import boto3
+s3 = boto3.client("s3")
+s3.get_object(Bucket={bucket!r}, Key={key!r})["Body"].read()
+print(json.dumps({{"first": time.perf_counter() - started}}))
+"""
+
+
+def _fresh(code: str, events: list[dict[str, Any]], env: dict[str, str]) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(events), capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode:
+        raise RuntimeError(f"fresh process failed: {out.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _search_events(app_name: str, user: str, queries: list[str]) -> list[dict[str, Any]]:
+    from local.apigw import http_api_event
+    from local.template import load_template, routes
+
+    path = f"/apps/{app_name}/users/{user}/memories/search"
+    for route in routes(load_template()):
+        params = route.match("POST", path)
+        if params is not None:
+            return [
+                http_api_event(
+                    route,
+                    path,
+                    params,
+                    headers={"content-type": "application/json"},
+                    body=json.dumps({"query": q, "top_k": 10}),
+                )
+                for q in queries
+            ]
+    raise LookupError("no POST search route in template.yaml")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per size and variant")
+    parser.add_argument("--save-batches", type=int, default=20, help="batches of 100 for save throughput (0: skip)")
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
-    from agent_memory.composition import services
+    from agent_memory.aws import client, reset_clients
+    from agent_memory.composition import Services
+    from agent_memory.config import settings
     from agent_memory.requests import MemoryText
     from agent_memory.search.index import SearchConfig, SearchIndex
-    from agent_memory.service.memories import MemoryService
-    from agent_memory.stores.ports import MemoryRecord
-    from agent_memory.stores.s3_memories import S3MemoryStore
-    from local.inprocess import in_process_aws
+    from agent_memory.stores.s3_memories import MANIFEST, S3MemoryStore, user_prefix
+    from bench.embedding_cache import CachingEmbedder
+    from local.moto_backend import SerializedMotoServer
+    from local.server import free_port
+    from local.template import load_template, provision
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    port = free_port()
+    server = SerializedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    reset_clients()
+    provision(load_template(), client("dynamodb"), client("s3"), TABLE, BUCKET)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    child_env.update({"POWERTOOLS_SERVICE_NAME": "bench", "POWERTOOLS_METRICS_NAMESPACE": "bench"})
+
+    wired = Services(settings())
+    embedder = wired.embedder
+    cache = CachingEmbedder(embedder) if embedder is not None else None
+
+    class Seeding(Services):
+        """The composition root's index builder, its embedder answering from the seed cache."""
+
+        @property
+        def embedder(self) -> Any:
+            return cache
+
+    seeding = Seeding(settings())
+    queries = [" ".join(random.Random(q).sample(WORDS, 3)) for q in range(args.queries)]
     rows: list[str] = []
-    with in_process_aws(TABLE, BUCKET) as clients:
-        wired = services()
-        embedder = wired.embedder
-        build = wired.build_index
-
-        queries = [" ".join(random.Random(q).sample(WORDS, 3)) for q in range(args.queries)]
+    fresh_rows: list[str] = []
+    floors: list[float] = []
+    try:
         for size in args.sizes:
             user = f"u{size}"
-            seeder = S3MemoryStore(lambda: clients["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
-            texts = synthetic(size)
-            started = time.perf_counter()
-            for start in range(0, size, max(size // 4, 1)):  # four big parts: a snapshot after the merge
-                chunk = texts[start : start + max(size // 4, 1)]
-                seeder.add(
-                    "bench", user, [MemoryRecord(f"m{start + i}", t, "user", 1.7e9) for i, t in enumerate(chunk)]
-                )
-            seed_s = time.perf_counter() - started
-            store = S3MemoryStore(lambda: clients["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
-            service = MemoryService(
-                wired.session_store,
-                store,
-                wired.claim_store,
-                lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
+            seeder = S3MemoryStore(
+                lambda: client("s3"), BUCKET, seeding.build_index, SearchIndex.from_bytes, SearchIndex.combine
             )
-            counter = RequestCounter().attach(clients["s3"])
+            records = seed_records(size)
             started = time.perf_counter()
-            service.search(app_name="bench", user_id=user, query=queries[0], top_k=10)
-            cold_s = time.perf_counter() - started
+            step = max(size // 4, 1)
+            for start in range(0, size, step):  # four big parts: a snapshot after the merge
+                seeder.add("bench", user, records[start : start + step])
+            seed_s = time.perf_counter() - started
+            if cache is not None:
+                cache.save()
+
+            # in this process (the model loaded): S3 requests cold and warm, and the lexical-only search
+            store = S3MemoryStore(
+                lambda: client("s3"), BUCKET, wired.build_index, SearchIndex.from_bytes, SearchIndex.combine
+            )
+            counter = RequestCounter().attach(client("s3"))
+            store.view("bench", user)
             cold_requests = counter.count("s3")
             counter.reset()
-            hybrid: list[float] = []
-            lexical: list[float] = []
-            for query in queries:
-                t = time.perf_counter()
-                service.search(app_name="bench", user_id=user, query=query, top_k=10)
-                hybrid.append(time.perf_counter() - t)
+            for _ in queries:
+                store.view("bench", user)
             warm_requests = counter.count("s3") / len(queries)
+            counter.reset()
             index = store.view("bench", user).index
+            lexical: list[float] = []
             for query in queries:
                 t = time.perf_counter()
                 index.search(query, 10, config=SearchConfig(mode="lexical"))
                 lexical.append(time.perf_counter() - t)
-            h, lx = statistics.median(hybrid), statistics.median(lexical)
-            rows.append(
-                f"| {size:,} | {cold_requests} | {warm_requests:.0f} | {cold_s * 1000:.0f} | {h * 1000:.1f} | "
-                f"{lx * 1000:.1f} | {h / lx:.1f} | {seed_s:.0f} |"
-            )
 
-        service = wired.memories
-        batches = 20
-        texts = synthetic(batches * 100, seed=11)
-        started = time.perf_counter()
-        for b in range(batches):
-            batch = [MemoryText(text=t) for t in texts[b * 100 : (b + 1) * 100]]
-            service.add_texts(app_name="bench", user_id="writer", memories=batch)
-        save_s = time.perf_counter() - started
-    print(f"embedder: {args.embedder}; {args.queries} queries of three words; top_k 10\n")
+            # fresh processes: the first search of a new container, then warm ones; with and without preload
+            events = _search_events("bench", user, [queries[0], *queries])
+            handler = str(ROOT / "functions" / "search_memories" / "app.py")
+            samples: dict[str, list[dict[str, float]]] = {"preload": [], "no preload": []}
+            for _ in range(args.runs):  # interleaved, so that drift in machine load hits every variant alike
+                for variant in samples:
+                    code = CHILD.format(layer=str(LAYER), handler=handler, no_preload=variant == "no preload")
+                    samples[variant].append(_fresh(code, events, child_env))
+                floor_code = FLOOR.format(bucket=BUCKET, key=user_prefix("bench", user) + MANIFEST)
+                floors.append(_fresh(floor_code, [], child_env)["first"])
+            med = {
+                variant: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+                for variant, runs in samples.items()
+            }
+            on, off = med["preload"], med["no preload"]
+            rows.append(
+                f"| {size:,} | {cold_requests} | {warm_requests:.0f} | {on['warm'] * 1000:.1f} | "
+                f"{statistics.median(lexical) * 1000:.1f} | {on['first'] * 1000:.0f} | "
+                f"{(on['first'] - on['warm']) * 1000:.0f} | {off['first'] * 1000:.0f} | {on['rss_mb']:.0f} | "
+                f"{seed_s:.0f} |"
+            )
+            fresh_rows.append(f"{size:,}|{on['first']:.4f}|{off['first']:.4f}")
+
+        save_rate = 0.0
+        if args.save_batches:
+            service = wired.memories
+            texts = synthetic(args.save_batches * 100, seed=11)
+            started = time.perf_counter()
+            for b in range(args.save_batches):
+                batch = [MemoryText(text=t) for t in texts[b * 100 : (b + 1) * 100]]
+                service.add_texts(app_name="bench", user_id="writer", memories=batch)
+            save_rate = args.save_batches * 100 / (time.perf_counter() - started)
+    finally:
+        server.stop()
+    floor = statistics.median(floors)
+    print(f"embedder: {args.embedder}; {args.queries} queries of three words; top_k 10; {args.runs} fresh processes")
+    print("per size and variant (medians); times in ms on a shared machine\n")
     print(
-        "| records | S3 requests, cold search | S3 requests per warm search | cold search ms | warm search ms "
-        "(median) | lexical-only ms (same index) | ratio | seed s |"
+        "| records | S3 requests, cold search | S3 requests per warm search | warm search ms (p50, handler) | "
+        "lexical-only ms (same index) | first search, fresh process ms | first − warm ms | "
+        "first search without preload ms | peak RSS MB | seed s |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
-    print(f"\nsave throughput (service save path, batches of 100): {batches * 100 / save_s:.0f} records/s")
+    print(f"\nboto3 floor (fresh process: import boto3, S3 client, GET the manifest): {floor * 1000:.0f} ms\n")
+    print("| records | first search / floor | without preload / floor |")
+    print("|---:|---:|---:|")
+    for line in fresh_rows:
+        size_text, first, off_first = line.split("|")
+        print(f"| {size_text} | {float(first) / floor:.2f} | {float(off_first) / floor:.2f} |")
+    if cache is not None:
+        print(f"\nseed embeddings: {cache.hits} from the cache, {cache.misses} embedded ({cache.path.name})")
+    if args.save_batches:
+        print(f"save throughput (service save path, batches of 100): {save_rate:.0f} records/s")
 
 
 if __name__ == "__main__":

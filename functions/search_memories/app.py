@@ -12,11 +12,14 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from agent_memory.api import JSON, create_app, json_response, lambda_entry
-from agent_memory.composition import services
+from agent_memory.composition import preload_embedder, services
 from agent_memory.requests import AppName, MinScore, SearchQuery, SearchRequest, TopK, UserId
 from agent_memory.service.memories import DEFAULT_TOP_K
 
 app = create_app()
+# Lambda's init phase: the embedder's model (most of a second for MiniLM) loads in a background thread from here
+# on, while the rest of the cold start and the first request's S3 reads go ahead; a query embedding waits for it.
+preload_embedder()
 
 
 @app.get("/apps/<app_name>/users/<user_id>/memories/search")

