@@ -207,12 +207,45 @@ class MemoryService:
     ) -> dict[str, int]:
         """Store the events ``policy`` keeps, each once; ``previous`` are the session's events just before
         ``events`` (context for the first ones)."""
+        return self.save_user_events(key.app_name, key.user_id, [(key, events, previous)], policy)
+
+    def save_user_events(
+        self,
+        app_name: str,
+        user_id: str,
+        sessions: Sequence[tuple[SessionKey, list[dict[str, Any]], list[dict[str, Any]]]],
+        policy: MemoryPolicy,
+    ) -> dict[str, int]:
+        """Store the events ``policy`` keeps of several sessions of one user, each once, in one write of the
+        user's memory (auto-save: one save per user per batch, not one per session). Each item is (session key,
+        its new events, the session's events just before them): each session's memories carry the context of
+        their own session only."""
+        records: list[MemoryRecord] = []
+        sources: dict[str, list[tuple[str, str]]] = {}
+        candidates = 0
+        for key, events, previous in sessions:
+            if (key.app_name, key.user_id) != (app_name, user_id):
+                raise ValueError("save_user_events saves the sessions of one user")
+            records += self._session_records(key, events, policy, previous, sources)
+            candidates += len([e for e in events if not is_compaction(e)])
+        saved = self._store(app_name, user_id, records, sources)
+        return {"saved": saved, "skipped": candidates - saved}
+
+    def _session_records(
+        self,
+        key: SessionKey,
+        events: list[dict[str, Any]],
+        policy: MemoryPolicy,
+        previous: list[dict[str, Any]],
+        sources: dict[str, list[tuple[str, str]]],
+    ) -> list[MemoryRecord]:
+        """The memory records of a session's ``events`` by ``policy``; ``sources`` gets, for each, the turns its
+        context was built from."""
         records: list[MemoryRecord] = []
         # Context for contextual retrieval: the texts the policy kept of the turns just before each memory
         # (what it filtered out is never stored, not even as context), with the memory each came from: a turn
         # whose memory was forgotten must not come back as another memory's context (see ``_store``).
         history: list[tuple[str, str]] = []
-        sources: dict[str, list[tuple[str, str]]] = {}
         for event in previous:
             kept = apply_policy(event, policy) if not is_compaction(event) else None
             if kept is not None and event.get("id") and (text := memory_text(kept)):
@@ -247,8 +280,7 @@ class MemoryService:
             sources[record.id] = list(history)
             if text:
                 history = [*history, (record.id, f"{author}: {text}")][-CONTEXT_TURNS:]
-        saved = self._store(key.app_name, key.user_id, records, sources)
-        return {"saved": saved, "skipped": len([e for e in events if not is_compaction(e)]) - saved}
+        return records
 
     def _context_of_stored_turns(
         self, app_name: str, user_id: str, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
