@@ -60,6 +60,9 @@ logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 8
 MAX_CACHED_PARTS = 64
+# A save's merge deletes the parts it replaced by key and version id (no listing); every this-many merges it
+# also lists the user's parts for orphans (parts of writes that died before naming them).
+ORPHAN_SWEEP_EVERY = 8
 # Older than any write in flight (15 minutes is the longest a Lambda function runs): an unreferenced part
 # that old is an orphan, never the segment of a save about to name it.
 ORPHAN_GRACE_S = 900.0
@@ -99,6 +102,11 @@ class Manifest:
     writer: str = ""  # the nonce of the write that stored this manifest
     etag: str | None = None  # of the stored manifest this was read from; None when there is none
     version_id: str | None = None
+    # The version id of each part (named or pending deletion) whose one and only version is known: deleted by
+    # key and version id, without listing the bucket. A part missing here (written before, or by a PUT that
+    # botocore retried, which may have left another version) is deleted by listing its versions.
+    versions: dict[str, str] = field(default_factory=dict)
+    merges: int = 0  # merges of this memory so far: every ``ORPHAN_SWEEP_EVERY``-th also sweeps for orphans
 
     def objects(self) -> list[str]:
         return ([self.snapshot] if self.snapshot else []) + self.segments
@@ -115,6 +123,8 @@ class Manifest:
             list(self.pending_delete),
             self.epoch,
             self.purge,
+            versions=dict(self.versions),
+            merges=self.merges,
         )
 
     def without(self, keys: Iterable[str]) -> Manifest:
@@ -126,7 +136,7 @@ class Manifest:
         return self
 
     def body(self) -> bytes:
-        data = {
+        data: dict[str, Any] = {
             "snapshot": self.snapshot,
             "segments": self.segments,
             "forgotten": self.forgotten,
@@ -135,6 +145,13 @@ class Manifest:
             "purge": self.purge,
             "w": self.writer,
         }
+        # Only what is still named or pending: the versions of parts deleted since are dropped.
+        kept = set(self.objects()) | set(self.pending_delete)
+        versions = {k: v for k, v in self.versions.items() if k in kept}
+        if versions:
+            data["v"] = versions
+        if self.merges:
+            data["m"] = self.merges
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -149,6 +166,8 @@ class Manifest:
             str(data.get("w") or ""),
             etag,
             version_id,
+            versions={str(k): str(v) for k, v in (data.get("v") or {}).items()},
+            merges=int(data.get("m") or 0),
         )
 
 
@@ -257,11 +276,15 @@ class S3MemoryStore:
             self._remember(key, part)
         return part
 
-    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> str:
+    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> tuple[str, str | None]:
+        """Write a new part: its key, and its version id when that is its only version (None when botocore
+        retried the PUT: an attempt whose answer was lost may have stored another version)."""
         key = f"{prefix}parts/{epoch + '/' if epoch else ''}{uuid.uuid4().hex}.mem"
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
+        response = self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
         self._remember(key, IndexedRecords({r.id: r for r in records}, index))
-        return key
+        retried = response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+        version = response.get("VersionId")
+        return key, str(version) if version and not retried else None
 
     @staticmethod
     def _epoch_of(prefix: str, key: str) -> str | None:
@@ -373,9 +396,14 @@ class S3MemoryStore:
         merged, _ = self._combined(new)
         merged = self._scrubbed(new, merged)
         live = list(merged.records.values())
-        snapshot = self._put_part(prefix, new.epoch, live, merged.index or self._build_index(live)) if live else None
+        snapshot = None
+        if live:
+            snapshot, version = self._put_part(prefix, new.epoch, live, merged.index or self._build_index(live))
+            if version:
+                new.versions[snapshot] = version
         new.pending_delete = list(dict.fromkeys(new.pending_delete + new.objects()))
         new.snapshot, new.segments, new.forgotten = snapshot, [], []
+        new.merges += 1
         return snapshot
 
     @staticmethod
@@ -393,7 +421,10 @@ class S3MemoryStore:
         the list. ``required`` (a forget): a failure answers 503 and the list stays for the retry; otherwise
         (a save's merge) it is logged and left to the next write."""
         try:
-            self._delete_unreferenced(prefix, set(written.pending_delete), forgotten, sweep=True)
+            if required or written.merges % ORPHAN_SWEEP_EVERY == 0:
+                self._delete_unreferenced(prefix, set(written.pending_delete), forgotten, sweep=True)
+            else:  # a save's merge: what it replaced, by version id where known (no listing)
+                self._delete_pending(written)
         except Exception as exc:
             if not required:
                 logger.warning("memory cleanup left for the next write", extra={"error": repr(exc)})
@@ -511,7 +542,8 @@ class S3MemoryStore:
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
-        part: tuple[str, str, frozenset[str]] | None = None  # (key, epoch, ids) of the segment this call wrote
+        # (key, epoch, ids, version id if its only version is known) of the segment this call wrote
+        part: tuple[str, str, frozenset[str], str | None] | None = None
         unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
         exposed = False  # a manifest write naming the part is under way: it may be referenced
         try:
@@ -536,15 +568,14 @@ class S3MemoryStore:
                 if not fresh:
                     return []
                 if part is None:
-                    part = (
-                        self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh)),
-                        manifest.epoch,
-                        ids,
-                    )
+                    key, version = self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh))
+                    part = (key, manifest.epoch, ids, version)
                 new = manifest.successor().without(missing)
                 new.segments.append(part[0])
+                if part[3]:
+                    new.versions[part[0]] = part[3]
                 if new.pending_delete:  # left by an earlier write: finish it on the way (best effort)
-                    new.pending_delete = self._finish_pending(prefix, new.pending_delete)
+                    new.pending_delete = self._finish_pending(prefix, new, new.pending_delete)
                 snapshot = self._merge(prefix, new) if len(new.segments) > MAX_SEGMENTS else None
                 exposed = True
                 written = self._write_manifest(prefix, new, manifest)
@@ -563,14 +594,28 @@ class S3MemoryStore:
                 self._discard(part[0])
             raise NotStored(exc) from exc
 
-    def _finish_pending(self, prefix: str, pending: list[str]) -> list[str]:
+    def _finish_pending(self, prefix: str, manifest: Manifest, pending: list[str]) -> list[str]:
         """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
         try:
-            self._delete_unreferenced(prefix, set(pending), None, sweep=False)
+            self._delete_pending(manifest)
         except Exception as exc:
             logger.warning("pending memory deletions left for the next write", extra={"error": repr(exc)})
             return pending
         return []
+
+    def _delete_pending(self, manifest: Manifest) -> None:
+        """Delete every version of the parts ``manifest`` lists as pending deletion: by key and version id when
+        the manifest knows a part's only version, by listing that part's versions otherwise. The parts are not
+        named by this manifest, nor by any later one (a merge names only parts it writes), so deleting them
+        needs no second read of the manifest; deleting a version already gone succeeds (a retry)."""
+        known = [
+            {"Key": k, "VersionId": manifest.versions[k]} for k in manifest.pending_delete if k in manifest.versions
+        ]
+        unknown = [k for k in manifest.pending_delete if k not in manifest.versions]
+        listed: list[dict[str, Any]] = []
+        for key in unknown:
+            listed += self._versions(key)
+        self._delete_versions(known + listed)
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         """Forget memories: rewrite the view without them, then delete every object version that held them
