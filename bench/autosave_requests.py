@@ -118,7 +118,8 @@ def main() -> None:
     if args.variant:
         bench_environment(TABLE, BUCKET, EMBEDDER="none", AUTOSAVE_POLICY="default")
         with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metrics and logs
-            counts = run(*json.loads(args.variant), trace=args.trace)
+            records, sessions, batches, one_user = json.loads(args.variant)
+            counts = run(records, sessions, batches, one_user, trace=args.trace)
         print(json.dumps(counts))
         return
     rows = []

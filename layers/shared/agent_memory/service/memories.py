@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -282,16 +282,18 @@ class MemoryService:
                 history = [*history, (record.id, f"{author}: {text}")][-CONTEXT_TURNS:]
         return records
 
+    @staticmethod
     def _context_of_stored_turns(
-        self, app_name: str, user_id: str, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
+        held: Mapping[str, MemoryRecord], fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
     ) -> list[MemoryRecord]:
-        """``fresh`` records with a context built only from turns whose memory is stored, or stored now.
+        """``fresh`` records with a context built only from turns whose memory is stored (``held``), or stored
+        now.
 
         A turn whose memory was forgotten (its claim committed, its record gone) stays in the session's events,
         but its text must never be stored again, not even as the retrieval context of a later memory. A turn
         the policy kept but that is not stored (a save in flight) is left out too: the context is only an aid.
         """
-        allowed = set(self._memories.view(app_name, user_id).records) | {r.id for r in fresh}
+        allowed = set(held) | {r.id for r in fresh}
         out: list[MemoryRecord] = []
         for record in fresh:
             kept = [fragment for memory_id, fragment in sources.get(record.id, []) if memory_id in allowed]
@@ -330,25 +332,29 @@ class MemoryService:
         sources: dict[str, list[tuple[str, str]]] | None = None,
     ) -> int:
         """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
-        ids it holds), commit. Claims are given back only for records known not to have landed."""
+        ids it holds), commit. Claims are given back only for records known not to have landed. The quota and
+        the retrieval context are decided in the store's write, off the one read of the memory it is made over
+        (one manifest read per save in S3)."""
         if not records:
             return 0
-        if self._quotas.memories_per_user:
-            # Checked before anything is claimed or written, not in the store's write: concurrent saves of one user
-            # may pass the limit by a batch each (at most MAX_BATCH records); memory is not the hot path sessions
-            # are. Records held already (a resend) are not new.
-            held = self._memories.view(app_name, user_id).records
-            self._quotas.check_memories(len(held), len({r.id for r in records} - held.keys()))
         keys = {claim_key(r): r for r in records}
         claimed = self._claims.claim(app_name, user_id, list(keys))
         fresh = [keys[k] for k in keys if k in claimed]
         if not fresh:
             return 0
+        with_context = bool(sources and any(sources.values()))
+
+        def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
+            if self._quotas.memories_per_user:
+                # Concurrent saves of one user may pass the limit by a batch each (at most MAX_BATCH records);
+                # memory is not the hot path sessions are. Records held already (a resend) are not new. Raised
+                # here, nothing is stored and the claims are given back.
+                self._quotas.check_memories(len(held), len({r.id for r in fresh} - held.keys()))
+            return self._context_of_stored_turns(held, fresh, sources or {}) if with_context else fresh
+
         try:
-            if sources and any(sources.values()):
-                fresh = self._context_of_stored_turns(app_name, user_id, fresh, sources)
             fresh = self._with_facts(fresh)
-            added = self._memories.add(app_name, user_id, fresh)
+            added = self._memories.add(app_name, user_id, fresh, prepare)
         except NotStored as failed:
             try:  # none landed: give the claims back so that a retry stores them at once
                 self._claims.abandon(app_name, user_id, list(claimed))

@@ -54,7 +54,7 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
-from .ports import IndexedRecords, MemoryRecord, NotStored
+from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
 
 logger = logging.getLogger(__name__)
 
@@ -533,17 +533,20 @@ class S3MemoryStore:
         except Exception as exc:
             logger.warning("could not repair the memory manifest", extra={"error": repr(exc)})
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+    def add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
+    ) -> list[str]:
         """Store those of ``records`` whose ids the user's memory does not hold yet, as one new segment; return
         their ids. Safe to retry after any fault: what an earlier attempt stored is skipped. Raises
-        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed)."""
+        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed). ``prepare``
+        gets the view of the manifest this write replaces: one manifest read per save."""
         if not records:
             return []
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
-        # (key, epoch, ids, version id if its only version is known) of the segment this call wrote
-        part: tuple[str, str, frozenset[str], str | None] | None = None
+        # (key, epoch, records, version id if its only version is known) of the segment this call wrote
+        part: tuple[str, str, tuple[MemoryRecord, ...], str | None] | None = None
         unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
         exposed = False  # a manifest write naming the part is under way: it may be referenced
         try:
@@ -551,7 +554,7 @@ class S3MemoryStore:
                 manifest, view, missing = self._state(prefix)
                 if part is not None and set(unsure) & set(manifest.objects()):
                     # Our write was applied after all (its answer was lost, and another writer followed).
-                    return [r.id for r in records if r.id in part[2]]
+                    return [r.id for r in part[2]]
                 for key in unsure:  # not named: our write never landed (or was merged away since)
                     if part is None or key != part[0]:
                         self._discard(key)
@@ -560,16 +563,18 @@ class S3MemoryStore:
                     self._purge(prefix)  # a forget-all was interrupted: finish it before adding anything
                     self._backoff(deadline, 0)  # within the budget still
                     continue
-                fresh = [r for r in records if r.id not in view.records]
-                ids = frozenset(r.id for r in fresh)
-                if part is not None and (part[1] != manifest.epoch or part[2] != ids):
-                    self._discard(part[0])  # a forget-all started a new epoch, or a racing save stored some
+                candidates = prepare(view.records) if prepare is not None else records
+                fresh = list({r.id: r for r in candidates if r.id not in view.records}.values())
+                if part is not None and (part[1] != manifest.epoch or part[2] != tuple(fresh)):
+                    # a forget-all started a new epoch, a racing save stored some, or a forget changed the
+                    # context they are stored with
+                    self._discard(part[0])
                     part = None
                 if not fresh:
                     return []
                 if part is None:
                     key, version = self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh))
-                    part = (key, manifest.epoch, ids, version)
+                    part = (key, manifest.epoch, tuple(fresh), version)
                 new = manifest.successor().without(missing)
                 new.segments.append(part[0])
                 if part[3]:
