@@ -586,8 +586,10 @@ class S3MemoryStore:
                 written = self._write_manifest(prefix, new, manifest)
                 exposed = False
                 if written is not None:
-                    self._forget_view(prefix)
-                    if snapshot is not None:
+                    if snapshot is None:
+                        self._keep_view(prefix, written, view, part[0])
+                    else:
+                        self._forget_view(prefix)
                         self._settle(prefix, written, forgotten=None, required=False)
                     return [r.id for r in fresh]
                 unsure = [part[0]] + ([snapshot] if snapshot else [])
@@ -598,6 +600,23 @@ class S3MemoryStore:
             if part is not None:
                 self._discard(part[0])
             raise NotStored(exc) from exc
+
+    def _keep_view(self, prefix: str, written: Manifest, view: IndexedRecords, key: str) -> None:
+        """Cache the view ``written`` names (the view it replaced plus this save's segment ``key``), so that the
+        user's next save or search in this container asks S3 only whether the manifest changed, instead of
+        reading it and its parts again (a container serves many users: their parts do not all stay cached)."""
+        with self._lock:
+            part = self._parts.get(key)
+        if part is None or written.etag is None:
+            self._forget_view(prefix)
+            return
+        index = self._combine([view.index, part.index]) if view.index is not None else part.index
+        combined = IndexedRecords(view.records | part.records, index)
+        with self._lock:
+            self._views.pop(prefix, None)
+            if len(self._views) >= MAX_CACHED_PARTS:
+                self._views.pop(next(iter(self._views)))
+            self._views[prefix] = (written, combined)
 
     def _finish_pending(self, prefix: str, manifest: Manifest, pending: list[str]) -> list[str]:
         """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
