@@ -548,6 +548,7 @@ class S3MemoryStore:
         # (key, epoch, records, version id if its only version is known) of the segment this call wrote
         part: tuple[str, str, tuple[MemoryRecord, ...], str | None] | None = None
         unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
+        snapshot: str | None = None  # of a merge this call made
         exposed = False  # a manifest write naming the part is under way: it may be referenced
         try:
             while True:
@@ -596,10 +597,25 @@ class S3MemoryStore:
                 delay = self._backoff(deadline, delay)
         except Exception as exc:
             if exposed or unsure:
-                raise  # a manifest write naming the part may have been applied: keep it (an orphan at worst)
+                # A manifest write naming our parts may have been applied: keep them unless the manifest, read
+                # now, names none of them (botocore's attempts are over: that write will never land). Then they
+                # are deleted now rather than left as orphans for a later sweep.
+                ours = [k for k in (part[0] if part else None, snapshot if exposed else None, *unsure) if k]
+                if self._none_named(prefix, ours):
+                    for key in ours:
+                        self._discard(key)
+                raise
             if part is not None:
                 self._discard(part[0])
             raise NotStored(exc) from exc
+
+    def _none_named(self, prefix: str, keys: list[str]) -> bool:
+        """Whether the user's manifest names none of ``keys`` (False when it cannot be read)."""
+        try:
+            return not set(keys) & set(self._read_manifest(prefix).objects())
+        except Exception as exc:
+            logger.warning("could not read the manifest after a failed write", extra={"error": repr(exc)})
+            return False
 
     def _keep_view(self, prefix: str, written: Manifest, view: IndexedRecords, key: str) -> None:
         """Cache the view ``written`` names (the view it replaced plus this save's segment ``key``), so that the
@@ -610,7 +626,12 @@ class S3MemoryStore:
         if part is None or written.etag is None:
             self._forget_view(prefix)
             return
-        index = self._combine([view.index, part.index]) if view.index is not None else part.index
+        try:
+            index = self._combine([view.index, part.index]) if view.index is not None else part.index
+        except Exception as exc:  # the write is done: the next reader builds the view itself
+            logger.warning("could not cache the memory view", extra={"error": repr(exc)})
+            self._forget_view(prefix)
+            return
         combined = IndexedRecords(view.records | part.records, index)
         with self._lock:
             self._views.pop(prefix, None)
