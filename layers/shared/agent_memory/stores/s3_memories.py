@@ -19,7 +19,8 @@ lost):
   stores a record twice. A part whose manifest write failed is an orphan (below).
 - **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
   conditional write that drops them from the view; their deletion (every version) follows, then a write
-  clears the list. A failure in between leaves the list for the forget's retry or the next write of that
+  clears the list. A save's merge deletes them by key and the version id the manifest recorded when the part
+  was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure in between leaves the list for the forget's retry or the next write of that
   user's memory to finish; a forget answers only once nothing is pending.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
   deletes every version of every object under the prefix except the parts of that epoch and the current
@@ -27,9 +28,10 @@ lost):
   manifest meets the new epoch at its conditional write and redoes its part in the new epoch, so it lands
   either before the forget-all (and is deleted with the rest) or after it (and starts afresh); an
   interrupted purge is finished by the forget-all's retry or the next write.
-- **orphans** (parts no manifest names) are deleted by the next merge or forget when they belong to an older
-  epoch or are older than ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a
-  memory being forgotten.
+- **orphans** (parts no manifest names): a save whose manifest write failed deletes its parts when the
+  manifest, read then, names none of them; the rest (a function that died in between) are deleted by the next
+  forget or every ``ORPHAN_SWEEP_EVERY``-th merge when they belong to an older epoch or are older than
+  ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a memory being forgotten.
 - a manifest naming a part that is gone is repaired by the reader that meets it (the part is dropped from the
   view and from the manifest) instead of failing every read.
 
