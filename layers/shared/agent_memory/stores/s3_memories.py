@@ -20,8 +20,9 @@ lost):
 - **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
   conditional write that drops them from the view; their deletion (every version) follows, then a write
   clears the list. A save's merge deletes them by key and the version id the manifest recorded when the part
-  was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure in between leaves the list for the forget's retry or the next write of that
-  user's memory to finish; a forget answers only once nothing is pending.
+  was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure
+  in between leaves the list for the forget's retry or the next write of that user's memory to finish; a
+  forget answers only once nothing is pending.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
   deletes every version of every object under the prefix except the parts of that epoch and the current
   manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
