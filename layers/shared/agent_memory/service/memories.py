@@ -342,19 +342,9 @@ class MemoryService:
         fresh = [keys[k] for k in keys if k in claimed]
         if not fresh:
             return 0
-        with_context = bool(sources and any(sources.values()))
-
-        def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
-            if self._quotas.memories_per_user:
-                # Concurrent saves of one user may pass the limit by a batch each (at most MAX_BATCH records);
-                # memory is not the hot path sessions are. Records held already (a resend) are not new. Raised
-                # here, nothing is stored and the claims are given back.
-                self._quotas.check_memories(len(held), len({r.id for r in fresh} - held.keys()))
-            return self._context_of_stored_turns(held, fresh, sources or {}) if with_context else fresh
-
         try:
             fresh = self._with_facts(fresh)
-            added = self._memories.add(app_name, user_id, fresh, prepare)
+            added = self._memories.add(app_name, user_id, fresh, self._preparer(fresh, sources))
         except NotStored as failed:
             try:  # none landed: give the claims back so that a retry stores them at once
                 self._claims.abandon(app_name, user_id, list(claimed))
@@ -366,6 +356,23 @@ class MemoryService:
             raise
         self._claims.commit(app_name, user_id, list(claimed))
         return len(added)
+
+    def _preparer(
+        self, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]] | None
+    ) -> Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]:
+        """The last step of storing ``fresh``, run by the store off the view its write is made over: the quota
+        check, and each record's context from the turns whose memory is ``held`` (or stored now)."""
+        with_context = bool(sources and any(sources.values()))
+
+        def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
+            if self._quotas.memories_per_user:
+                # Concurrent saves of one user may pass the limit by a batch each (at most MAX_BATCH records);
+                # memory is not the hot path sessions are. Records held already (a resend) are not new. Raised
+                # here, nothing is stored and the claims are given back.
+                self._quotas.check_memories(len(held), len({r.id for r in fresh} - held.keys()))
+            return self._context_of_stored_turns(held, fresh, sources or {}) if with_context else fresh
+
+        return prepare
 
     def _with_facts(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """``records`` with the facts about the user their texts state (the user's own words only: what an
