@@ -135,6 +135,14 @@ def only_if_match(request: Any) -> bool:
     return "manifest.json" in request.url and "If-Match" in request.headers
 
 
+def leave_an_orphan(faults: FaultInjector) -> None:
+    """Make the next save leave its part an orphan: its manifest write fails, and so does its read of the
+    manifest to see whether the write landed (as when the function dies there), so the part is kept."""
+    put = faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    # every attempt of that one read (botocore makes 4: max_attempts 3 counts retries), none of later ones
+    faults.fail("GetObject", s3_error(), times=4, when=lambda r: put.hits > 0 and "manifest.json" in r.url)
+
+
 FACTS = ["allergic to peanuts", "sister Ana lives in Porto", "plays the oboe on sundays"]
 
 
@@ -379,7 +387,7 @@ def _claims_key(request: Any, index: int) -> bool:
 
 def test_an_orphaned_part_is_deleted_by_forget_all(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
     seed_texts(api, FACTS[:1])
-    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    leave_an_orphan(faults)
     assert_unavailable(save(api, {"memories": [{"text": "secret diary entry"}]}))
     faults.clear()
     assert len(orphans(aws)) == 1 and b"secret diary" in stored_bytes(aws)
@@ -392,7 +400,7 @@ def test_forget_deletes_an_orphan_holding_the_forgotten_memory(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
     # A save whose manifest write failed leaves an orphan holding the texts; its retry stores them anew.
-    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    leave_an_orphan(faults)
     assert_unavailable(save(api, {"memories": [{"text": t} for t in FACTS]}))
     faults.clear()
     seed_texts(api)
@@ -408,7 +416,7 @@ def test_merges_and_forgets_delete_old_orphans(
     api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed_texts(api, FACTS[:1])
-    faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
+    leave_an_orphan(faults)
     assert_unavailable(save(api, {"memories": [{"text": "never landed"}]}))
     faults.clear()
     (orphan,) = orphans(aws)

@@ -327,10 +327,10 @@ def test_autosave_reports_only_the_failing_session(
 
     original = S3MemoryStore.add
 
-    def flaky(self: Any, app_name: str, user_id: str, records: Any) -> list[str]:
+    def flaky(self: Any, app_name: str, user_id: str, records: Any, prepare: Any = None) -> list[str]:
         if user_id == "bob":
             raise RuntimeError("throttled")
-        return original(self, app_name, user_id, records)
+        return original(self, app_name, user_id, records, prepare)
 
     monkeypatch.setattr(S3MemoryStore, "add", flaky)
     records = stream_records(aws)

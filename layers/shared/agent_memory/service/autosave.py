@@ -3,9 +3,10 @@
 The feed is the table's stream in AWS and the SQLite outbox when embedded; the store's adapter turns its
 records into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records
 arrive in batches (the event source mapping's batch size and batching window play the role of "every 60
-seconds or every 10 events"). Events are grouped by session and saved through the same path as
-the save route, sharing its idempotency record. A session whose save fails has its records reported as
-batch item failures, so Lambda retries from there without losing or duplicating the rest: a retried record
+seconds or every 10 events"). Events are grouped by session, the sessions by user, and each user's are
+saved in one write of their memory through the same path as the save route, sharing its idempotency record.
+A user whose save fails has their records reported as batch item failures (a session whose events cannot
+be read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
 that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a
 save that failed after its records landed). An event whose stored timestamp no datetime holds (old data) is
 dated by the save time, so it never makes every later batch of its session fail.
@@ -45,26 +46,52 @@ def handle_changes(
     groups: dict[SessionKey, list[Change]] = {}
     for change in changes:
         groups.setdefault(change.key, []).append(change)
+    users: dict[tuple[str, str], list[SessionKey]] = {}
+    for key in groups:
+        users.setdefault((key.app_name, key.user_id), []).append(key)
     failures: list[dict[str, str]] = []
-    for key, group in groups.items():
+    for (app_name, user_id), keys in users.items():
+        # One save per user: each save reads and rewrites the user's memory (S3 requests, most of auto-save's
+        # cost), whatever number of sessions it holds. A session that cannot be prepared fails alone.
+        ready: list[tuple[SessionKey, list[dict[str, Any]], list[dict[str, Any]]]] = []
+        for key in keys:
+            try:
+                ready.append(_session_batch(key, groups[key], policy, read_events))
+            except Exception:
+                logger.exception("auto-save failed; its records will be retried", extra={"session_id": key.session_id})
+                failures += [{"itemIdentifier": c.sequence} for c in groups[key]]
+        if not ready:
+            continue
+        sessions = [key.session_id for key, _, _ in ready]
         try:
-            unread = next((c.unread for c in group if c.unread), None)
-            if unread:
-                raise RuntimeError(f"an event of the batch could not be read: {unread}")
-            events = sorted((c.event for c in group), key=lambda e: int(e.get("seq") or 0))
-            previous = previous_turns(key, int(events[0].get("seq") or 1), policy, read_events)
-            result = service.save_events(key, events, policy, previous)
-            logger.info("auto-saved", extra={"session_id": key.session_id, **result})
+            result = service.save_user_events(app_name, user_id, ready, policy)
+            logger.info("auto-saved", extra={"user_id": user_id, "session_ids": sessions, **result})
         except QuotaExceeded as exc:
             # Retrying would fail the same way (and hold the stream back): the events stay in their session,
             # unsaved; the user (or an admin) frees memories and saves the session explicitly.
             logger.warning(
-                "auto-save skipped: memory quota reached", extra={"session_id": key.session_id, "error": exc.message}
+                "auto-save skipped: memory quota reached", extra={"session_ids": sessions, "error": exc.message}
             )
         except Exception:
-            logger.exception("auto-save failed; its records will be retried", extra={"session_id": key.session_id})
-            failures += [{"itemIdentifier": c.sequence} for c in group]
+            logger.exception("auto-save failed; its records will be retried", extra={"session_ids": sessions})
+            failures += [{"itemIdentifier": c.sequence} for key, _, _ in ready for c in groups[key]]
     return {"batchItemFailures": failures}
+
+
+def _session_batch(
+    key: SessionKey,
+    group: list[Change],
+    policy: MemoryPolicy,
+    read_events: Callable[[SessionKey, EventQuery], list[dict[str, Any]]],
+) -> tuple[SessionKey, list[dict[str, Any]], list[dict[str, Any]]]:
+    """A session's new events in order and the turns just before them (their retrieval context)."""
+    unread = next((c.unread for c in group if c.unread), None)
+    if unread:
+        raise RuntimeError(f"an event of the batch could not be read: {unread}")
+    events = sorted((c.event for c in group), key=lambda e: int(e.get("seq") or 0))
+    first = int(events[0].get("seq") or 1)
+    previous = previous_turns(key, first, policy, read_events)
+    return key, events, previous
 
 
 def previous_turns(

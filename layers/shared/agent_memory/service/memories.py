@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -207,12 +207,45 @@ class MemoryService:
     ) -> dict[str, int]:
         """Store the events ``policy`` keeps, each once; ``previous`` are the session's events just before
         ``events`` (context for the first ones)."""
+        return self.save_user_events(key.app_name, key.user_id, [(key, events, previous)], policy)
+
+    def save_user_events(
+        self,
+        app_name: str,
+        user_id: str,
+        sessions: Sequence[tuple[SessionKey, list[dict[str, Any]], list[dict[str, Any]]]],
+        policy: MemoryPolicy,
+    ) -> dict[str, int]:
+        """Store the events ``policy`` keeps of several sessions of one user, each once, in one write of the
+        user's memory (auto-save: one save per user per batch, not one per session). Each item is (session key,
+        its new events, the session's events just before them): each session's memories carry the context of
+        their own session only."""
+        records: list[MemoryRecord] = []
+        sources: dict[str, list[tuple[str, str]]] = {}
+        candidates = 0
+        for key, events, previous in sessions:
+            if (key.app_name, key.user_id) != (app_name, user_id):
+                raise ValueError("save_user_events saves the sessions of one user")
+            records += self._session_records(key, events, policy, previous, sources)
+            candidates += len([e for e in events if not is_compaction(e)])
+        saved = self._store(app_name, user_id, records, sources)
+        return {"saved": saved, "skipped": candidates - saved}
+
+    def _session_records(
+        self,
+        key: SessionKey,
+        events: list[dict[str, Any]],
+        policy: MemoryPolicy,
+        previous: list[dict[str, Any]],
+        sources: dict[str, list[tuple[str, str]]],
+    ) -> list[MemoryRecord]:
+        """The memory records of a session's ``events`` by ``policy``; ``sources`` gets, for each, the turns its
+        context was built from."""
         records: list[MemoryRecord] = []
         # Context for contextual retrieval: the texts the policy kept of the turns just before each memory
         # (what it filtered out is never stored, not even as context), with the memory each came from: a turn
         # whose memory was forgotten must not come back as another memory's context (see ``_store``).
         history: list[tuple[str, str]] = []
-        sources: dict[str, list[tuple[str, str]]] = {}
         for event in previous:
             kept = apply_policy(event, policy) if not is_compaction(event) else None
             if kept is not None and event.get("id") and (text := memory_text(kept)):
@@ -247,19 +280,20 @@ class MemoryService:
             sources[record.id] = list(history)
             if text:
                 history = [*history, (record.id, f"{author}: {text}")][-CONTEXT_TURNS:]
-        saved = self._store(key.app_name, key.user_id, records, sources)
-        return {"saved": saved, "skipped": len([e for e in events if not is_compaction(e)]) - saved}
+        return records
 
+    @staticmethod
     def _context_of_stored_turns(
-        self, app_name: str, user_id: str, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
+        held: Mapping[str, MemoryRecord], fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
     ) -> list[MemoryRecord]:
-        """``fresh`` records with a context built only from turns whose memory is stored, or stored now.
+        """``fresh`` records with a context built only from turns whose memory is stored (``held``), or stored
+        now.
 
         A turn whose memory was forgotten (its claim committed, its record gone) stays in the session's events,
         but its text must never be stored again, not even as the retrieval context of a later memory. A turn
         the policy kept but that is not stored (a save in flight) is left out too: the context is only an aid.
         """
-        allowed = set(self._memories.view(app_name, user_id).records) | {r.id for r in fresh}
+        allowed = set(held) | {r.id for r in fresh}
         out: list[MemoryRecord] = []
         for record in fresh:
             kept = [fragment for memory_id, fragment in sources.get(record.id, []) if memory_id in allowed]
@@ -298,25 +332,19 @@ class MemoryService:
         sources: dict[str, list[tuple[str, str]]] | None = None,
     ) -> int:
         """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
-        ids it holds), commit. Claims are given back only for records known not to have landed."""
+        ids it holds), commit. Claims are given back only for records known not to have landed. The quota and
+        the retrieval context are decided in the store's write, off the one read of the memory it is made over
+        (one manifest read per save in S3)."""
         if not records:
             return 0
-        if self._quotas.memories_per_user:
-            # Checked before anything is claimed or written, not in the store's write: concurrent saves of one user
-            # may pass the limit by a batch each (at most MAX_BATCH records); memory is not the hot path sessions
-            # are. Records held already (a resend) are not new.
-            held = self._memories.view(app_name, user_id).records
-            self._quotas.check_memories(len(held), len({r.id for r in records} - held.keys()))
         keys = {claim_key(r): r for r in records}
         claimed = self._claims.claim(app_name, user_id, list(keys))
         fresh = [keys[k] for k in keys if k in claimed]
         if not fresh:
             return 0
         try:
-            if sources and any(sources.values()):
-                fresh = self._context_of_stored_turns(app_name, user_id, fresh, sources)
             fresh = self._with_facts(fresh)
-            added = self._memories.add(app_name, user_id, fresh)
+            added = self._memories.add(app_name, user_id, fresh, self._preparer(fresh, sources))
         except NotStored as failed:
             try:  # none landed: give the claims back so that a retry stores them at once
                 self._claims.abandon(app_name, user_id, list(claimed))
@@ -328,6 +356,23 @@ class MemoryService:
             raise
         self._claims.commit(app_name, user_id, list(claimed))
         return len(added)
+
+    def _preparer(
+        self, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]] | None
+    ) -> Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]:
+        """The last step of storing ``fresh``, run by the store off the view its write is made over: the quota
+        check, and each record's context from the turns whose memory is ``held`` (or stored now)."""
+        with_context = bool(sources and any(sources.values()))
+
+        def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
+            if self._quotas.memories_per_user:
+                # Concurrent saves of one user may pass the limit by a batch each (at most MAX_BATCH records);
+                # memory is not the hot path sessions are. Records held already (a resend) are not new. Raised
+                # here, nothing is stored and the claims are given back.
+                self._quotas.check_memories(len(held), len({r.id for r in fresh} - held.keys()))
+            return self._context_of_stored_turns(held, fresh, sources or {}) if with_context else fresh
+
+        return prepare
 
     def _with_facts(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """``records`` with the facts about the user their texts state (the user's own words only: what an

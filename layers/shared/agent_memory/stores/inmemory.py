@@ -29,6 +29,7 @@ from .ports import (
     IndexedRecords,
     MemoryRecord,
     NewEvent,
+    Prepare,
     SeqRange,
     SessionKey,
     SessionRecord,
@@ -438,10 +439,14 @@ class InMemoryMemoryStore:
             records.update(part.records)
         return IndexedRecords(records, self._combine([p.index for p in parts]) if parts else None)
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+    def add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
+    ) -> list[str]:
         with self._lock:
             parts = self._parts.setdefault((app_name, user_id), [])
             held = {i for p in parts for i in p.records}
+            if prepare is not None:
+                records = prepare({k: v for p in parts for k, v in p.records.items()})
             fresh = list({r.id: r for r in records if r.id not in held}.values())
             if fresh:
                 parts.append(IndexedRecords({r.id: r for r in fresh}, self._build_index(fresh)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -441,6 +441,12 @@ class NotStored(Exception):
         self.cause = cause
 
 
+# The last step of a save, given the records the user's memory holds when it is written (``MemoryStore.add``):
+# it checks the quota and builds the records' retrieval context from the turns whose memories are held, off
+# the same read of the memory the write is made over.
+Prepare = Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]
+
+
 class MemoryStore(Protocol):
     """Port of the long-term memory storage (S3 in AWS, SQLite embedded, in memory for unit tests)."""
 
@@ -448,8 +454,13 @@ class MemoryStore(Protocol):
         """Every record of the user with their combined index (index None when there are none)."""
         ...
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
-        """Store the records whose ids are not stored yet; return their ids."""
+    def add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
+    ) -> list[str]:
+        """Store the records whose ids are not stored yet; return their ids. ``prepare``, when given, is called
+        with the records the user's memory holds as the write is made (again if the write is redone after a
+        race) and returns the records to store in place of ``records`` (same ids or fewer); what it raises
+        fails the add with nothing stored (``NotStored``, or the error itself)."""
         ...
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...

@@ -19,17 +19,20 @@ lost):
   stores a record twice. A part whose manifest write failed is an orphan (below).
 - **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
   conditional write that drops them from the view; their deletion (every version) follows, then a write
-  clears the list. A failure in between leaves the list for the forget's retry or the next write of that
-  user's memory to finish; a forget answers only once nothing is pending.
+  clears the list. A save's merge deletes them by key and the version id the manifest recorded when the part
+  was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure
+  in between leaves the list for the forget's retry or the next write of that user's memory to finish; a
+  forget answers only once nothing is pending.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
   deletes every version of every object under the prefix except the parts of that epoch and the current
   manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
   manifest meets the new epoch at its conditional write and redoes its part in the new epoch, so it lands
   either before the forget-all (and is deleted with the rest) or after it (and starts afresh); an
   interrupted purge is finished by the forget-all's retry or the next write.
-- **orphans** (parts no manifest names) are deleted by the next merge or forget when they belong to an older
-  epoch or are older than ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a
-  memory being forgotten.
+- **orphans** (parts no manifest names): a save whose manifest write failed deletes its parts when the
+  manifest, read then, names none of them; the rest (a function that died in between) are deleted by the next
+  forget or every ``ORPHAN_SWEEP_EVERY``-th merge when they belong to an older epoch or are older than
+  ``ORPHAN_GRACE_S`` (no write is in flight that long), and at once when they hold a memory being forgotten.
 - a manifest naming a part that is gone is repaired by the reader that meets it (the part is dropped from the
   view and from the manifest) instead of failing every read.
 
@@ -54,12 +57,15 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
-from .ports import IndexedRecords, MemoryRecord, NotStored
+from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
 
 logger = logging.getLogger(__name__)
 
 MAX_SEGMENTS = 8
 MAX_CACHED_PARTS = 64
+# A save's merge deletes the parts it replaced by key and version id (no listing); every this-many merges it
+# also lists the user's parts for orphans (parts of writes that died before naming them).
+ORPHAN_SWEEP_EVERY = 8
 # Older than any write in flight (15 minutes is the longest a Lambda function runs): an unreferenced part
 # that old is an orphan, never the segment of a save about to name it.
 ORPHAN_GRACE_S = 900.0
@@ -99,6 +105,11 @@ class Manifest:
     writer: str = ""  # the nonce of the write that stored this manifest
     etag: str | None = None  # of the stored manifest this was read from; None when there is none
     version_id: str | None = None
+    # The version id of each part (named or pending deletion) whose one and only version is known: deleted by
+    # key and version id, without listing the bucket. A part missing here (written before, or by a PUT that
+    # botocore retried, which may have left another version) is deleted by listing its versions.
+    versions: dict[str, str] = field(default_factory=dict)
+    merges: int = 0  # merges of this memory so far: every ``ORPHAN_SWEEP_EVERY``-th also sweeps for orphans
 
     def objects(self) -> list[str]:
         return ([self.snapshot] if self.snapshot else []) + self.segments
@@ -115,6 +126,8 @@ class Manifest:
             list(self.pending_delete),
             self.epoch,
             self.purge,
+            versions=dict(self.versions),
+            merges=self.merges,
         )
 
     def without(self, keys: Iterable[str]) -> Manifest:
@@ -126,7 +139,7 @@ class Manifest:
         return self
 
     def body(self) -> bytes:
-        data = {
+        data: dict[str, Any] = {
             "snapshot": self.snapshot,
             "segments": self.segments,
             "forgotten": self.forgotten,
@@ -135,6 +148,13 @@ class Manifest:
             "purge": self.purge,
             "w": self.writer,
         }
+        # Only what is still named or pending: the versions of parts deleted since are dropped.
+        kept = set(self.objects()) | set(self.pending_delete)
+        versions = {k: v for k, v in self.versions.items() if k in kept}
+        if versions:
+            data["v"] = versions
+        if self.merges:
+            data["m"] = self.merges
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -149,6 +169,8 @@ class Manifest:
             str(data.get("w") or ""),
             etag,
             version_id,
+            versions={str(k): str(v) for k, v in (data.get("v") or {}).items()},
+            merges=int(data.get("m") or 0),
         )
 
 
@@ -257,11 +279,15 @@ class S3MemoryStore:
             self._remember(key, part)
         return part
 
-    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> str:
+    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> tuple[str, str | None]:
+        """Write a new part: its key, and its version id when that is its only version (None when botocore
+        retried the PUT: an attempt whose answer was lost may have stored another version)."""
         key = f"{prefix}parts/{epoch + '/' if epoch else ''}{uuid.uuid4().hex}.mem"
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
+        response = self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
         self._remember(key, IndexedRecords({r.id: r for r in records}, index))
-        return key
+        retried = response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+        version = response.get("VersionId")
+        return key, str(version) if version and not retried else None
 
     @staticmethod
     def _epoch_of(prefix: str, key: str) -> str | None:
@@ -373,9 +399,14 @@ class S3MemoryStore:
         merged, _ = self._combined(new)
         merged = self._scrubbed(new, merged)
         live = list(merged.records.values())
-        snapshot = self._put_part(prefix, new.epoch, live, merged.index or self._build_index(live)) if live else None
+        snapshot = None
+        if live:
+            snapshot, version = self._put_part(prefix, new.epoch, live, merged.index or self._build_index(live))
+            if version:
+                new.versions[snapshot] = version
         new.pending_delete = list(dict.fromkeys(new.pending_delete + new.objects()))
         new.snapshot, new.segments, new.forgotten = snapshot, [], []
+        new.merges += 1
         return snapshot
 
     @staticmethod
@@ -393,7 +424,10 @@ class S3MemoryStore:
         the list. ``required`` (a forget): a failure answers 503 and the list stays for the retry; otherwise
         (a save's merge) it is logged and left to the next write."""
         try:
-            self._delete_unreferenced(prefix, set(written.pending_delete), forgotten, sweep=True)
+            if required or written.merges % ORPHAN_SWEEP_EVERY == 0:
+                self._delete_unreferenced(prefix, set(written.pending_delete), forgotten, sweep=True)
+            else:  # a save's merge: what it replaced, by version id where known (no listing)
+                self._delete_pending(written)
         except Exception as exc:
             if not required:
                 logger.warning("memory cleanup left for the next write", extra={"error": repr(exc)})
@@ -502,24 +536,29 @@ class S3MemoryStore:
         except Exception as exc:
             logger.warning("could not repair the memory manifest", extra={"error": repr(exc)})
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+    def add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
+    ) -> list[str]:
         """Store those of ``records`` whose ids the user's memory does not hold yet, as one new segment; return
         their ids. Safe to retry after any fault: what an earlier attempt stored is skipped. Raises
-        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed)."""
+        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed). ``prepare``
+        gets the view of the manifest this write replaces: one manifest read per save."""
         if not records:
             return []
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
-        part: tuple[str, str, frozenset[str]] | None = None  # (key, epoch, ids) of the segment this call wrote
+        # (key, epoch, records, version id if its only version is known) of the segment this call wrote
+        part: tuple[str, str, tuple[MemoryRecord, ...], str | None] | None = None
         unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
+        snapshot: str | None = None  # of a merge this call made
         exposed = False  # a manifest write naming the part is under way: it may be referenced
         try:
             while True:
                 manifest, view, missing = self._state(prefix)
                 if part is not None and set(unsure) & set(manifest.objects()):
                     # Our write was applied after all (its answer was lost, and another writer followed).
-                    return [r.id for r in records if r.id in part[2]]
+                    return [r.id for r in part[2]]
                 for key in unsure:  # not named: our write never landed (or was merged away since)
                     if part is None or key != part[0]:
                         self._discard(key)
@@ -528,49 +567,103 @@ class S3MemoryStore:
                     self._purge(prefix)  # a forget-all was interrupted: finish it before adding anything
                     self._backoff(deadline, 0)  # within the budget still
                     continue
-                fresh = [r for r in records if r.id not in view.records]
-                ids = frozenset(r.id for r in fresh)
-                if part is not None and (part[1] != manifest.epoch or part[2] != ids):
-                    self._discard(part[0])  # a forget-all started a new epoch, or a racing save stored some
+                candidates = prepare(view.records) if prepare is not None else records
+                fresh = list({r.id: r for r in candidates if r.id not in view.records}.values())
+                if part is not None and (part[1] != manifest.epoch or part[2] != tuple(fresh)):
+                    # a forget-all started a new epoch, a racing save stored some, or a forget changed the
+                    # context they are stored with
+                    self._discard(part[0])
                     part = None
                 if not fresh:
                     return []
                 if part is None:
-                    part = (
-                        self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh)),
-                        manifest.epoch,
-                        ids,
-                    )
+                    key, version = self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh))
+                    part = (key, manifest.epoch, tuple(fresh), version)
                 new = manifest.successor().without(missing)
                 new.segments.append(part[0])
+                if part[3]:
+                    new.versions[part[0]] = part[3]
                 if new.pending_delete:  # left by an earlier write: finish it on the way (best effort)
-                    new.pending_delete = self._finish_pending(prefix, new.pending_delete)
+                    new.pending_delete = self._finish_pending(prefix, new, new.pending_delete)
                 snapshot = self._merge(prefix, new) if len(new.segments) > MAX_SEGMENTS else None
                 exposed = True
                 written = self._write_manifest(prefix, new, manifest)
                 exposed = False
                 if written is not None:
-                    self._forget_view(prefix)
-                    if snapshot is not None:
+                    if snapshot is None:
+                        self._keep_view(prefix, written, view, part[0])
+                    else:
+                        self._forget_view(prefix)
                         self._settle(prefix, written, forgotten=None, required=False)
                     return [r.id for r in fresh]
                 unsure = [part[0]] + ([snapshot] if snapshot else [])
                 delay = self._backoff(deadline, delay)
         except Exception as exc:
             if exposed or unsure:
-                raise  # a manifest write naming the part may have been applied: keep it (an orphan at worst)
+                # A manifest write naming our parts may have been applied: keep them unless the manifest, read
+                # now, names none of them (botocore's attempts are over: that write will never land). Then they
+                # are deleted now rather than left as orphans for a later sweep.
+                ours = [k for k in (part[0] if part else None, snapshot if exposed else None, *unsure) if k]
+                if self._none_named(prefix, ours):
+                    for key in ours:
+                        self._discard(key)
+                raise
             if part is not None:
                 self._discard(part[0])
             raise NotStored(exc) from exc
 
-    def _finish_pending(self, prefix: str, pending: list[str]) -> list[str]:
+    def _none_named(self, prefix: str, keys: list[str]) -> bool:
+        """Whether the user's manifest names none of ``keys`` (False when it cannot be read)."""
+        try:
+            return not set(keys) & set(self._read_manifest(prefix).objects())
+        except Exception as exc:
+            logger.warning("could not read the manifest after a failed write", extra={"error": repr(exc)})
+            return False
+
+    def _keep_view(self, prefix: str, written: Manifest, view: IndexedRecords, key: str) -> None:
+        """Cache the view ``written`` names (the view it replaced plus this save's segment ``key``), so that the
+        user's next save or search in this container asks S3 only whether the manifest changed, instead of
+        reading it and its parts again (a container serves many users: their parts do not all stay cached)."""
+        with self._lock:
+            part = self._parts.get(key)
+        if part is None or written.etag is None:
+            self._forget_view(prefix)
+            return
+        try:
+            index = self._combine([view.index, part.index]) if view.index is not None else part.index
+        except Exception as exc:  # the write is done: the next reader builds the view itself
+            logger.warning("could not cache the memory view", extra={"error": repr(exc)})
+            self._forget_view(prefix)
+            return
+        combined = IndexedRecords(view.records | part.records, index)
+        with self._lock:
+            self._views.pop(prefix, None)
+            if len(self._views) >= MAX_CACHED_PARTS:
+                self._views.pop(next(iter(self._views)))
+            self._views[prefix] = (written, combined)
+
+    def _finish_pending(self, prefix: str, manifest: Manifest, pending: list[str]) -> list[str]:
         """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
         try:
-            self._delete_unreferenced(prefix, set(pending), None, sweep=False)
+            self._delete_pending(manifest)
         except Exception as exc:
             logger.warning("pending memory deletions left for the next write", extra={"error": repr(exc)})
             return pending
         return []
+
+    def _delete_pending(self, manifest: Manifest) -> None:
+        """Delete every version of the parts ``manifest`` lists as pending deletion: by key and version id when
+        the manifest knows a part's only version, by listing that part's versions otherwise. The parts are not
+        named by this manifest, nor by any later one (a merge names only parts it writes), so deleting them
+        needs no second read of the manifest; deleting a version already gone succeeds (a retry)."""
+        known = [
+            {"Key": k, "VersionId": manifest.versions[k]} for k in manifest.pending_delete if k in manifest.versions
+        ]
+        unknown = [k for k in manifest.pending_delete if k not in manifest.versions]
+        listed: list[dict[str, Any]] = []
+        for key in unknown:
+            listed += self._versions(key)
+        self._delete_versions(known + listed)
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         """Forget memories: rewrite the view without them, then delete every object version that held them

@@ -46,7 +46,7 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
-from .ports import IndexedRecords, MemoryRecord, NotStored
+from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
 
 logger = logging.getLogger(__name__)
 
@@ -240,10 +240,14 @@ class SqliteMemoryStore:
 
     # --- writes -----------------------------------------------------------------------------------------------
 
-    def add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+    def add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
+    ) -> list[str]:
         """Store those of ``records`` whose ids the user's memory does not hold yet, as one new part; return
         their ids. ``NotStored`` when it failed (nothing of it landed: its transaction rolled back)."""
         try:
+            if prepare is not None:  # off the (cached) view: one process writes this database
+                records = prepare(self.view(app_name, user_id).records)
             return self._add(app_name, user_id, records)
         except NotStored:
             raise

@@ -1,0 +1,294 @@
+"""Auto-save's write of a user's memory, under faults injected below botocore's retries: one save per user per
+batch, partial-batch failures per user, and the deletion of the parts a merge replaces by key and version id.
+Each test asserts storage afterwards (every object version under the user's prefix, the manifest, the records
+the named parts hold, the claims) and the batch response."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agent_memory.stores.s3_memories import decode_part
+from tests.conftest import BUCKET
+from tests.integration.conftest import Api, text_event
+from tests.integration.test_memories_api import autosave, stream_records
+
+from .injector import FaultInjector, Reply, s3_error
+from .test_memory_faults import claims, on_key, save, texts, versions
+
+
+@pytest.fixture(autouse=True)
+def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agent_memory.aws.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+
+
+@pytest.fixture(autouse=True)
+def _lexical(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDER", "none")
+    monkeypatch.setenv("AUTOSAVE_POLICY", "default")
+
+
+@pytest.fixture
+def api(aws: dict[str, Any]) -> Api:
+    return Api()
+
+
+def prefix(user: str) -> str:
+    return f"memories/app/{user}/"
+
+
+def manifest_of(aws: dict[str, Any], user: str) -> dict[str, Any]:
+    try:
+        body = aws["s3"].get_object(Bucket=BUCKET, Key=prefix(user) + "manifest.json")["Body"].read()
+    except aws["s3"].exceptions.NoSuchKey:
+        return {}
+    data: dict[str, Any] = json.loads(body)
+    return data
+
+
+def named(aws: dict[str, Any], user: str) -> list[str]:
+    m = manifest_of(aws, user)
+    return ([m["snapshot"]] if m.get("snapshot") else []) + list(m.get("segments", []))
+
+
+def records_of(aws: dict[str, Any], user: str) -> dict[str, Any]:
+    """The records the user's named parts hold, by id; each id held once (asserted)."""
+    found: list[Any] = []
+    for key in named(aws, user):
+        found += decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())[0]
+    counts = Counter(r.id for r in found)
+    assert all(n == 1 for n in counts.values()), counts
+    return {r.id: r for r in found}
+
+
+def part_versions(aws: dict[str, Any], user: str) -> list[dict[str, Any]]:
+    return versions(aws, prefix(user) + "parts/")
+
+
+def assert_no_stray_part(aws: dict[str, Any], user: str) -> None:
+    """Every part version under the user's prefix is the one version of a part the manifest names."""
+    held = part_versions(aws, user)
+    assert sorted(v["Key"] for v in held) == sorted(named(aws, user)), (held, named(aws, user))
+    assert not manifest_of(aws, user).get("pending_delete")
+
+
+def chat(api: Api, user: str, sid: str, texts_: list[str]) -> None:
+    api.create(session_id=sid, user=user)
+    events = [text_event(t, id=f"{sid}-u{i}") for i, t in enumerate(texts_)]
+    assert api.append(sid, {"events": events}, user=user).status in {200, 201}
+
+
+def event_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in stream_records(aws) if r["dynamodb"]["Keys"]["SK"]["S"].startswith("V#")]
+
+
+def sequences(records: list[dict[str, Any]], user: str) -> set[str]:
+    return {r["dynamodb"]["SequenceNumber"] for r in records if f"#{user}#" in r["dynamodb"]["Keys"]["PK"]["S"]}
+
+
+class Requests:
+    """The S3 requests that reached moto (or a fault), with the key they name."""
+
+    def __init__(self, faults: FaultInjector) -> None:
+        self.seen: list[tuple[str, str]] = []
+        for operation in ("GetObject", "PutObject", "ListObjectVersions", "DeleteObjects"):
+            faults.add(operation, self._recorder(operation), times=-1)
+
+    def _recorder(self, operation: str) -> Callable[[Callable[[], Any], str, Any], Any]:
+        def action(apply: Callable[[], Any], _event: str, request: Any) -> Any:
+            self.seen.append((operation, request.url))
+            return apply()
+
+        return action
+
+    def count(self, operation: str, fragment: str = "") -> int:
+        return sum(1 for op, url in self.seen if op == operation and fragment in url)
+
+
+TEA = ["I drink green tea every morning", "I live in Oslo near the fjord"]
+CHESS = ["I play chess on tuesdays", "I own a grey cat called Miso"]
+TRUCK = ["I drive a red truck to work", "I grow tomatoes on my balcony"]
+
+
+# --- one save per user per batch ------------------------------------------------------------------------------
+
+
+def test_a_batch_writes_each_users_memory_once_whatever_the_number_of_their_sessions(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    chat(api, "alice", "s1", TEA)
+    chat(api, "alice", "s2", CHESS)
+    chat(api, "bob", "s3", TRUCK)
+    records = event_records(aws)
+    requests = Requests(faults)
+    assert autosave(records) == {"batchItemFailures": []}
+    # alice: one manifest read, one part and one manifest write for her two sessions; bob the same
+    for user in ("alice", "bob"):
+        assert requests.count("GetObject", f"/{user}/manifest.json") == 1
+        assert requests.count("PutObject", f"/{user}/parts/") == 1
+        assert requests.count("PutObject", f"/{user}/manifest.json") == 1
+    assert requests.count("ListObjectVersions") == 0
+    alice = records_of(aws, "alice")
+    assert sorted(r.text for r in alice.values()) == sorted(TEA + CHESS) and len(named(aws, "alice")) == 1
+    assert sorted(r.text for r in records_of(aws, "bob").values()) == sorted(TRUCK)
+    # each memory's retrieval context comes from its own session only
+    (cat,) = [r for r in alice.values() if "Miso" in r.text]
+    assert "chess" in cat.context and "tea" not in cat.context and "Oslo" not in cat.context
+    assert set(claims(aws, "alice").values()) == {True} and len(claims(aws, "alice")) == 4
+    # the next batch of alice's reads her manifest once, conditionally, and no part again
+    api.append("s2", {"events": [text_event("I collect old maps", id="s2-u9")]})
+    requests.seen.clear()
+    assert autosave(event_records(aws)[len(records) :]) == {"batchItemFailures": []}
+    assert requests.count("GetObject") == 1 and requests.count("PutObject") == 2
+    assert len(texts(api, "maps chess tea Oslo Miso")) == 5
+    assert_no_stray_part(aws, "alice")
+
+
+def s3_throttle() -> Reply:
+    return s3_error("SlowDown", 503)
+
+
+# (operation, reply or None for a lost answer, fragment of the key it hits)
+USER_FAULTS = {
+    "part PUT fails": ("PutObject", s3_error, "/bob/parts/"),
+    "part PUT throttled": ("PutObject", s3_throttle, "/bob/parts/"),
+    "manifest PUT fails": ("PutObject", s3_error, "/bob/manifest.json"),
+    "manifest read fails": ("GetObject", s3_error, "/bob/manifest.json"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(USER_FAULTS))
+def test_a_users_failed_save_fails_exactly_that_users_records(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, fault: str
+) -> None:
+    chat(api, "alice", "s1", TEA)
+    chat(api, "bob", "s2", TRUCK)
+    chat(api, "bob", "s3", CHESS)
+    chat(api, "alice", "s4", ["I speak Portuguese at home"])
+    records = event_records(aws)
+    operation, reply, fragment = USER_FAULTS[fault]
+    faults.fail(operation, reply(), times=-1, when=on_key(fragment))
+    result = autosave(records)
+    faults.clear()
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == sequences(records, "bob")
+    # alice's records landed once, claimed for good; bob has nothing stored, no claim held, no part left
+    assert len(records_of(aws, "alice")) == 3 and set(claims(aws, "alice").values()) == {True}
+    assert named(aws, "bob") == [] and part_versions(aws, "bob") == []
+    assert claims(aws, "bob") == {}
+    # Lambda retries from bob's first failed record on: alice's later records come again, and nothing doubles
+    retried = records[
+        min(i for i, r in enumerate(records) if r["dynamodb"]["SequenceNumber"] in sequences(records, "bob")) :
+    ]
+    assert autosave(retried) == {"batchItemFailures": []}
+    assert len(records_of(aws, "alice")) == 3 and len(records_of(aws, "bob")) == 4
+    assert set(claims(aws, "bob").values()) == {True}
+    for user in ("alice", "bob"):
+        assert_no_stray_part(aws, user)
+
+
+def test_a_manifest_write_applied_with_its_answer_lost_is_one_save(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    chat(api, "bob", "s2", TRUCK)
+    chat(api, "bob", "s3", CHESS)
+    records = event_records(aws)
+    faults.lose_answer("PutObject", when=on_key("/bob/manifest.json"))
+    assert autosave(records) == {"batchItemFailures": []}
+    assert len(records_of(aws, "bob")) == 4 and len(named(aws, "bob")) == 1
+    assert autosave(records) == {"batchItemFailures": []}  # redelivered: nothing stored twice
+    assert len(records_of(aws, "bob")) == 4
+    assert_no_stray_part(aws, "bob")
+
+
+# --- merges delete what they replace by version id ----------------------------------------------------------------
+
+
+def save_text(api: Api, text: str) -> None:
+    assert save(api, {"memories": [{"text": text}]}).status == 200
+
+
+def test_a_merge_deletes_the_parts_it_replaced_by_version_without_listing(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    for i in range(8):
+        save_text(api, f"fact {i} about kites")
+    replaced = named(aws, "alice")
+    assert set(manifest_of(aws, "alice")["v"]) == set(replaced)  # each part's one version is recorded
+    requests = Requests(faults)
+    save_text(api, "fact 8 about kites")  # the 9th segment: a merge
+    assert requests.count("ListObjectVersions") == 0 and requests.count("DeleteObjects") == 1
+    m = manifest_of(aws, "alice")
+    assert m["segments"] == [] and m["snapshot"] and m["m"] == 1
+    assert not {v["Key"] for v in part_versions(aws, "alice")} & set(replaced)
+    assert_no_stray_part(aws, "alice")
+    assert len(texts(api, "kites")) == 9
+
+
+@pytest.mark.parametrize("lost", ["PutObject", "DeleteObjects"])
+def test_a_merge_leaves_no_version_behind_after_a_lost_answer(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, lost: str
+) -> None:
+    """A part PUT applied with its answer lost is stored twice (botocore retries it under the same key): its
+    version is not recorded, and the merge lists that part's versions. A DeleteObjects whose answer was lost is
+    retried over versions already gone."""
+    if lost == "PutObject":
+        save_text(api, "fact 0 about kites")
+        faults.lose_answer("PutObject", when=on_key("/parts/"))
+        save_text(api, "fact 1 about kites")
+        faults.clear()
+        doubled = named(aws, "alice")[-1]
+        assert len([v for v in part_versions(aws, "alice") if v["Key"] == doubled]) == 2
+        assert doubled not in manifest_of(aws, "alice")["v"]
+        start = 2
+    else:
+        faults.lose_answer("DeleteObjects")
+        start = 0
+    for i in range(start, 8):
+        save_text(api, f"fact {i} about kites")
+    requests = Requests(faults)
+    save_text(api, "fact 8 about kites")
+    assert requests.count("ListObjectVersions") == (1 if lost == "PutObject" else 0)
+    assert_no_stray_part(aws, "alice")
+    assert len(texts(api, "kites")) == 9
+
+
+def test_a_merge_whose_deletes_fail_leaves_them_to_the_next_save(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    for i in range(8):
+        save_text(api, f"fact {i} about kites")
+    faults.fail("DeleteObjects", s3_throttle(), times=-1)
+    save_text(api, "fact 8 about kites")
+    m = manifest_of(aws, "alice")
+    assert len(m["pending_delete"]) == 9 and set(m["v"]) >= set(m["pending_delete"])
+    faults.clear()
+    requests = Requests(faults)
+    save_text(api, "fact 9 about kites")
+    assert requests.count("ListObjectVersions") == 0 and requests.count("DeleteObjects") == 1
+    assert_no_stray_part(aws, "alice")
+    assert len(texts(api, "kites")) == 10
+
+
+def test_every_few_merges_sweep_the_orphans_a_dead_save_left(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent_memory.stores.s3_memories.ORPHAN_SWEEP_EVERY", 2)
+    monkeypatch.setattr("agent_memory.stores.s3_memories.ORPHAN_GRACE_S", 0.0)
+    save_text(api, "fact 0 about kites")
+    epoch = manifest_of(aws, "alice").get("epoch", "")
+    orphan = f"{prefix('alice')}parts/{epoch + '/' if epoch else ''}{'0' * 32}.mem"
+    aws["s3"].put_object(Bucket=BUCKET, Key=orphan, Body=b"the part of a save that died")
+    for i in range(1, 9):  # the first merge
+        save_text(api, f"fact {i} about kites")
+    assert manifest_of(aws, "alice")["m"] == 1
+    assert orphan in {v["Key"] for v in part_versions(aws, "alice")}  # merges between sweeps do not list
+    for i in range(9, 18):  # the second merge sweeps
+        save_text(api, f"fact {i} about kites")
+    assert manifest_of(aws, "alice")["m"] == 2
+    assert_no_stray_part(aws, "alice")
+    assert len(texts(api, "kites")) == 18
