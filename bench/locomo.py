@@ -342,6 +342,21 @@ def sweep() -> list[Variant]:
     for boost in (0.05, 0.1, 0.2, 0.3, 0.5):
         config = replace(SERVICE, date_boost=boost)
         out.append(Variant(f"hybrid + context + speaker + time + month, date_boost={boost}", config, CONTEXT, True))
+    out += second_pass_sweep()
+    return out
+
+
+def second_pass_sweep() -> list[Variant]:
+    """Issue 13's second-pass candidates on top of the service's configuration: lexical pseudo-relevance
+    feedback (seed memories, expansion words, weight) and diversification of the top 10 (MMR penalty)."""
+    out: list[Variant] = []
+    for docs in (3, 5, 10):
+        for weight in (0.1, 0.2, 0.3):
+            config = replace(SERVICE, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
+            out.append(Variant(f"service + feedback, {docs} docs 10 terms weight {weight}", config, CONTEXT, True))
+    for penalty in (0.05, 0.1, 0.2, 0.3):
+        config = replace(SERVICE, diversity=penalty)
+        out.append(Variant(f"service + diversity, MMR penalty {penalty}", config, CONTEXT, True))
     return out
 
 
