@@ -23,7 +23,7 @@ ADOPTION = [
 
 
 def test_expansion_terms_come_from_the_seed_memories_only_and_never_repeat_the_query() -> None:
-    index = SearchIndex.build(ADOPTION + [Doc("other", "violin lessons every spring")], None)
+    index = SearchIndex.build([*ADOPTION, Doc("other", "violin lessons every spring")], None)
     seed = np.array([0], dtype=np.int64)  # a1
     terms = expansion_terms(index, "Caroline adoption", seed, np.ones(1, dtype=np.float32), 10)
     words = {index._vocab[t] for t in terms}
