@@ -354,9 +354,19 @@ def second_pass_sweep() -> list[Variant]:
         for weight in (0.1, 0.2, 0.3):
             config = replace(SERVICE, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
             out.append(Variant(f"service + feedback, {docs} docs 10 terms weight {weight}", config, CONTEXT, True))
+    # around the best lexical-feedback row on tuning recall@10 at small weights: fewer or more words, one seed
+    for docs, terms, weight in ((1, 10, 0.1), (3, 5, 0.1), (3, 20, 0.1), (3, 10, 0.05), (5, 5, 0.05)):
+        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
+        out.append(Variant(f"service + feedback, {docs} docs {terms} terms weight {weight}", config, CONTEXT, True))
+    for docs in (3, 5):
+        for weight in (0.1, 0.2, 0.3):
+            config = replace(SERVICE, feedback_docs=docs, feedback_dense=weight)
+            out.append(Variant(f"service + dense feedback, {docs} docs weight {weight}", config, CONTEXT, True))
     for penalty in (0.05, 0.1, 0.2, 0.3):
         config = replace(SERVICE, diversity=penalty)
         out.append(Variant(f"service + diversity, MMR penalty {penalty}", config, CONTEXT, True))
+    config = replace(SERVICE, diversity=0.05, diversity_depth=15)
+    out.append(Variant("service + diversity, MMR penalty 0.05 over the top 15", config, CONTEXT, True))
     return out
 
 

@@ -8,6 +8,8 @@ calibrated score, which stays the memory's own for the query as typed (``Calibra
   memory's first-pass ranking and by the word's idf); the ``feedback_terms`` best words that are not already
   query terms form an expansion query, whose BM25F score, scaled to the ranking's peak, is added to the ranking
   with weight ``feedback_weight``. A word comes only from memories of this index, so it always has postings.
+- dense feedback (``feedback_dense``): the same seeds' mean vector, whose cosine with each of the first pass's
+  top ``FEEDBACK_DEPTH`` memories is added to their ranking (Rocchio, without a second pass over every vector).
 - ``diversify``: maximal marginal relevance over the first ``diversity_depth`` candidates: each next pick is the
   candidate of best ranking minus ``diversity`` x its largest cosine with those already picked, so that near
   duplicates of a hit make room for evidence from elsewhere. The first pick is always the first-pass top hit.
@@ -32,7 +34,9 @@ if TYPE_CHECKING:
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
-__all__ = ["diversify", "expansion_terms", "feedback_ranking"]
+__all__ = ["FEEDBACK_DEPTH", "diversify", "expansion_terms", "feedback_ranking"]
+
+FEEDBACK_DEPTH = 100  # dense feedback re-scores the first pass's top 100 (recall@10 needs no deeper pool)
 
 
 def expansion_terms(index: SearchIndex, query: str, seeds: I64, weights: F32, count: int) -> dict[int, float]:
@@ -101,10 +105,16 @@ def feedback_ranking(
     """``ranking`` plus ``feedback_weight`` x the expansion query's BM25F (scaled so its best memory gets the
     ranking's peak); unchanged when feedback is off or finds no term. With ``positive_only`` (lexical-only
     search) a memory still needs a query word: feedback reorders the memories that have one."""
-    if not (config.feedback_weight and config.feedback_docs and config.feedback_terms) or not len(index):
+    lexical_on = bool(config.feedback_weight and config.feedback_terms)
+    dense_on = bool(config.feedback_dense and index._vectors is not None and not positive_only)
+    if not (config.feedback_docs and (lexical_on or dense_on)) or not len(index):
         return ranking
     seeds = index._top_positions(ranking, config.feedback_docs, exclude, positive_only=positive_only)
     if not len(seeds):
+        return ranking
+    if dense_on:
+        ranking = _dense_feedback(index, ranking, seeds, config, exclude)
+    if not lexical_on:
         return ranking
     seed_weights = ranking[seeds].astype(np.float32)
     low = float(seed_weights.min())
@@ -121,6 +131,22 @@ def feedback_ranking(
     peak = float(finite.max()) if len(finite) and float(finite.max()) > 0 else 1.0
     boosted = ranking + np.float32(config.feedback_weight * peak / top) * extra
     out: F32 = (np.where(ranking > 0, boosted, ranking) if positive_only else boosted).astype(np.float32)
+    return out
+
+
+def _dense_feedback(index: SearchIndex, ranking: F32, seeds: I64, config: SearchConfig, exclude: frozenset[str]) -> F32:
+    """Rocchio on the vectors, over the first pass's top ``FEEDBACK_DEPTH`` only (a full pass would cost a second
+    scan of every vector): ``feedback_dense`` x the cosine with the seeds' centroid is added to their ranking."""
+    vectors, scales = index._vectors, index._scales
+    assert vectors is not None and scales is not None
+    pool = index._top_positions(ranking, FEEDBACK_DEPTH, exclude, positive_only=False)
+    centroid = (vectors[seeds].astype(np.float32) * scales[seeds, None]).mean(axis=0)
+    norm = float(np.linalg.norm(centroid))
+    if norm <= 0 or not len(pool):
+        return ranking
+    cosine = (vectors[pool].astype(np.float32) @ (centroid / np.float32(norm))) * scales[pool]
+    out = ranking.copy()
+    out[pool] += np.float32(config.feedback_dense) * cosine.astype(np.float32)
     return out
 
 
