@@ -61,6 +61,15 @@ def test_feedback_keeps_each_memorys_calibrated_score() -> None:
     plain = dict(index.search("adoption", 5, embedder))
     fed = dict(index.search("adoption", 5, embedder, config=FEEDBACK))
     assert set(plain) == set(fed) and plain == fed
+    rocchio = SearchConfig(feedback_docs=1, feedback_dense=0.5)
+    assert dict(index.search("adoption", 5, embedder, config=rocchio)) == plain
+
+
+def test_dense_feedback_prefers_memories_like_the_top_hit() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(ADOPTION, embedder)
+    config = SearchConfig(dense_weight=0.0, feedback_docs=1, feedback_dense=1.0)
+    assert ids(index.search("adoption", 5, embedder, config=config))[:2] == ["a1", "a2"]
 
 
 def test_lexical_feedback_still_needs_a_query_word() -> None:
