@@ -358,6 +358,11 @@ def second_pass_sweep() -> list[Variant]:
     for docs, terms, weight in ((1, 10, 0.1), (3, 5, 0.1), (3, 20, 0.1), (3, 10, 0.05), (5, 5, 0.05)):
         config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
         out.append(Variant(f"service + feedback, {docs} docs {terms} terms weight {weight}", config, CONTEXT, True))
+    # feedback on the tail only: the first pass's top 5 stay, feedback reorders the rest (recall@5 unchanged)
+    for docs, terms, weight in ((3, 10, 0.1), (3, 5, 0.1), (10, 10, 0.3), (5, 10, 0.2)):
+        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
+        name = f"service + feedback below the top 5, {docs} docs {terms} terms weight {weight}"
+        out.append(Variant(name, config, CONTEXT, True))
     for docs in (3, 5):
         for weight in (0.1, 0.2, 0.3):
             config = replace(SERVICE, feedback_docs=docs, feedback_dense=weight)

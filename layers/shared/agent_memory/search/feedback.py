@@ -131,6 +131,11 @@ def feedback_ranking(
     peak = float(finite.max()) if len(finite) and float(finite.max()) > 0 else 1.0
     boosted = ranking + np.float32(config.feedback_weight * peak / top) * extra
     out: F32 = (np.where(ranking > 0, boosted, ranking) if positive_only else boosted).astype(np.float32)
+    if config.feedback_keep:  # the first pass's head stays as it was, above everything feedback reorders
+        head = index._top_positions(ranking, config.feedback_keep, exclude, positive_only=positive_only)
+        finite = out[np.isfinite(out)]
+        lift = np.float32(float(finite.max()) - float(ranking[head].min()) + 1.0)
+        out[head] = ranking[head] + lift
     return out
 
 

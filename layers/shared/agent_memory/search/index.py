@@ -115,6 +115,7 @@ class SearchConfig:
     feedback_docs: int = 0
     feedback_terms: int = 10
     feedback_weight: float = 0.0
+    feedback_keep: int = 0  # the first pass's top so many keep their places: feedback reorders the rest only
     feedback_dense: float = 0.0  # Rocchio on the vectors: weight of the cosine with the seeds' mean vector
     diversity: float = 0.0
     diversity_depth: int = 30
@@ -129,7 +130,7 @@ class SearchConfig:
         if self.author_boost < 0 or self.time_boost < 0 or self.date_boost < 0:
             raise ValueError("author_boost, time_boost and date_boost must be >= 0")
         if (
-            min(self.feedback_docs, self.feedback_terms, self.diversity_depth) < 0
+            min(self.feedback_docs, self.feedback_terms, self.feedback_keep, self.diversity_depth) < 0
             or min(self.feedback_weight, self.feedback_dense, self.diversity) < 0
         ):
             raise ValueError("feedback and diversity parameters must be >= 0")
