@@ -50,7 +50,7 @@ def test_feedback_brings_up_a_memory_that_shares_the_top_hits_words() -> None:
     embedder = HashEmbedder()
     index = SearchIndex.build(ADOPTION, embedder)
     plain = ids(index.search("adoption", 5, embedder, config=SearchConfig(dense_weight=0.0)))
-    fed = ids(index.search("adoption", 5, embedder, config=SearchConfig(dense_weight=0.0, **_feedback())))
+    fed = ids(index.search("adoption", 5, embedder, config=SearchConfig(dense_weight=0.0, **_feedback())))  # type: ignore[arg-type]
     assert plain[0] == fed[0] == "a1"
     assert plain[1] != "a2" and fed[1] == "a2"
 
@@ -112,3 +112,14 @@ def test_negative_second_pass_parameters_are_rejected(bad: dict[str, float]) -> 
 
 def _feedback() -> dict[str, float]:
     return {"feedback_docs": 1, "feedback_terms": 5, "feedback_weight": 0.5}
+
+
+def test_feedback_below_the_head_keeps_the_first_pass_head_in_place() -> None:
+    embedder = HashEmbedder()
+    index = SearchIndex.build(ADOPTION, embedder)
+    base = SearchConfig(dense_weight=0.0)
+    plain = ids(index.search("adoption", 5, embedder, config=base))
+    held = SearchConfig(dense_weight=0.0, feedback_keep=5, **_feedback())  # type: ignore[arg-type]
+    assert ids(index.search("adoption", 5, embedder, config=held)) == plain
+    tail = SearchConfig(dense_weight=0.0, feedback_keep=1, **_feedback())  # type: ignore[arg-type]
+    assert ids(index.search("adoption", 5, embedder, config=tail))[:2] == ["a1", "a2"]
