@@ -342,6 +342,36 @@ def sweep() -> list[Variant]:
     for boost in (0.05, 0.1, 0.2, 0.3, 0.5):
         config = replace(SERVICE, date_boost=boost)
         out.append(Variant(f"hybrid + context + speaker + time + month, date_boost={boost}", config, CONTEXT, True))
+    out += second_pass_sweep()
+    return out
+
+
+def second_pass_sweep() -> list[Variant]:
+    """Issue 13's second-pass candidates on top of the service's configuration: lexical pseudo-relevance
+    feedback (seed memories, expansion words, weight) and diversification of the top 10 (MMR penalty)."""
+    out: list[Variant] = []
+    for docs in (3, 5, 10):
+        for weight in (0.1, 0.2, 0.3):
+            config = replace(SERVICE, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
+            out.append(Variant(f"service + feedback, {docs} docs 10 terms weight {weight}", config, CONTEXT, True))
+    # around the best lexical-feedback row on tuning recall@10 at small weights: fewer or more words, one seed
+    for docs, terms, weight in ((1, 10, 0.1), (3, 5, 0.1), (3, 20, 0.1), (3, 10, 0.05), (5, 5, 0.05)):
+        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
+        out.append(Variant(f"service + feedback, {docs} docs {terms} terms weight {weight}", config, CONTEXT, True))
+    # feedback on the tail only: the first pass's top 5 stay, feedback reorders the rest (recall@5 unchanged)
+    for docs, terms, weight in ((3, 10, 0.1), (3, 5, 0.1), (10, 10, 0.3), (5, 10, 0.2)):
+        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
+        name = f"service + feedback below the top 5, {docs} docs {terms} terms weight {weight}"
+        out.append(Variant(name, config, CONTEXT, True))
+    for docs in (3, 5):
+        for weight in (0.1, 0.2, 0.3):
+            config = replace(SERVICE, feedback_docs=docs, feedback_dense=weight)
+            out.append(Variant(f"service + dense feedback, {docs} docs weight {weight}", config, CONTEXT, True))
+    for penalty in (0.05, 0.1, 0.2, 0.3):
+        config = replace(SERVICE, diversity=penalty)
+        out.append(Variant(f"service + diversity, MMR penalty {penalty}", config, CONTEXT, True))
+    config = replace(SERVICE, diversity=0.05, diversity_depth=15)
+    out.append(Variant("service + diversity, MMR penalty 0.05 over the top 15", config, CONTEXT, True))
     return out
 
 

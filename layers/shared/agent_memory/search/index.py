@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.search.feedback import diversify, feedback_ranking
 from agent_memory.search.lexical import (
     asked_months,
     author_words,
@@ -108,6 +109,16 @@ class SearchConfig:
     author_boost: float = 0.0
     time_boost: float = 0.0
     date_boost: float = 0.0  # memories of the month (and year) the query names ("in July 2023", "on 7 July")
+    # Second-pass steps (``agent_memory.search.feedback``), off at 0: pseudo-relevance feedback from the first
+    # pass's top ``feedback_docs`` memories (``feedback_terms`` words, weight ``feedback_weight``), and maximal
+    # marginal relevance over the top ``diversity_depth`` (penalty ``diversity`` x cosine to a better hit).
+    feedback_docs: int = 0
+    feedback_terms: int = 10
+    feedback_weight: float = 0.0
+    feedback_keep: int = 0  # the first pass's top so many keep their places: feedback reorders the rest only
+    feedback_dense: float = 0.0  # Rocchio on the vectors: weight of the cosine with the seeds' mean vector
+    diversity: float = 0.0
+    diversity_depth: int = 30
 
     def __post_init__(self) -> None:
         if self.mode not in ("hybrid", "lexical", "dense"):
@@ -118,6 +129,11 @@ class SearchConfig:
             raise ValueError("k1 >= 0, 0 <= b <= 1, context_weight >= 0 and 0 <= dense_weight <= 1")
         if self.author_boost < 0 or self.time_boost < 0 or self.date_boost < 0:
             raise ValueError("author_boost, time_boost and date_boost must be >= 0")
+        if (
+            min(self.feedback_docs, self.feedback_terms, self.feedback_keep, self.diversity_depth) < 0
+            or min(self.feedback_weight, self.feedback_dense, self.diversity) < 0
+        ):
+            raise ValueError("feedback and diversity parameters must be >= 0")
 
 
 # What the service searches with: the boosts chosen on LoCoMo's tuning conversations (26, 30, 41; bench/locomo.py
@@ -628,6 +644,7 @@ class SearchIndex:
             # needs a query word in the memory, so a bonus never makes a candidate of a memory without one
             boosted = ranking + peak * bonus
             ranking = (np.where(ranking > 0, boosted, ranking) if positive_only else boosted).astype(np.float32)
+        ranking = feedback_ranking(self, query, ranking, config, exclude, positive_only=positive_only)
         # A score rounds to at least ``cut`` when it is at least ``cut`` - 0.00005: compared as a logit, so that
         # no memory's score but the top_k's is computed.
         lowest = cut - 0.00005
@@ -635,7 +652,9 @@ class SearchIndex:
             match = lexical / ceiling if ceiling > 0 else np.zeros_like(lexical)
             keep = calibration.logits(match.astype(np.float32), dense) >= np.float32(math.log(lowest / (1 - lowest)))
             ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
-        top = self._top_positions(ranking, top_k, exclude, positive_only=positive_only)
+        depth = max(top_k, config.diversity_depth) if config.diversity else top_k
+        top = self._top_positions(ranking, depth, exclude, positive_only=positive_only)
+        top = diversify(self, ranking, top, top_k, config.diversity)
         return [(self._ids[i], float(score)) for i, score in zip(top, calibrated(top), strict=True)]
 
     def _bonus(self, query: str, config: SearchConfig) -> F32 | None:
