@@ -186,3 +186,53 @@ def test_two_workers_planning_the_same_session_at_once_store_one_summary(
     assert len(compaction_events(store, "s1")) == 1
     record = store.get_session(key("s1"))
     assert record is not None and record.summary_event_id == compaction_events(store, "s1")[0]["id"]
+
+
+# --- the settle after a summary -----------------------------------------------------------------------------------
+
+
+class CountingReads(InMemorySessionStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_session(self, key: SessionKey) -> Any:
+        self.reads += 1
+        return super().get_session(key)
+
+
+def test_a_summary_that_leaves_nothing_due_is_settled_without_reading_again() -> None:
+    store = CountingReads()
+    add_invocations(SessionService(store, None, clock=lambda: NOW), "s1", 4)
+    service = CompactionService(store, FakeSummarizer(), SETTINGS, clock=lambda: NOW)
+    report = service.run_sessions([key("s1")], lambda: 300.0)
+    assert report.compacted == 1 and report.settled == 1 and store.list_due(10) == []
+    assert store.reads == 1  # one plan; before, a second read of the session and its events to settle it
+
+
+def test_a_summary_whose_tail_still_reaches_the_tokens_is_planned_again() -> None:
+    from agent_memory.policy.compaction import CompactionSettings
+
+    store = CountingReads()
+    add_invocations(SessionService(store, None, clock=lambda: NOW), "s1", 4)
+    # The retained tail alone reaches the threshold: the session may still be due, so the sweep plans it again.
+    tight = CompactionSettings(compaction_interval=3, overlap_size=1, token_threshold=5, event_retention_size=2)
+    service = CompactionService(store, FakeSummarizer(), tight, clock=lambda: NOW)
+    report = service.run_sessions([key("s1")], lambda: 300.0)
+    assert report.compacted == 1 and store.reads == 2
+    assert report.settled == 1 and store.list_due(10) == []  # nothing outside the retained tail: settled
+
+
+def test_an_append_during_the_summary_keeps_the_session_due(sessions: SessionService) -> None:
+    store = sessions.store
+    add_invocations(sessions, "s1", 4)
+
+    class Appending(FakeSummarizer):
+        def summarize(self, turns: list[Turn], previous_summary: str | None) -> str:
+            add_invocations(sessions, "s1", 1, start=4)  # a new turn while the model works
+            return super().summarize(turns, previous_summary)
+
+    service = CompactionService(store, Appending(), SETTINGS, clock=lambda: NOW)
+    report = service.run_sessions([key("s1")], lambda: 300.0)
+    assert report.compacted == 1 and report.settled == 0
+    assert store.list_due(10) == [key("s1")]

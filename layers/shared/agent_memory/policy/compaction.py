@@ -161,6 +161,14 @@ def plan_compaction(
     )
 
 
+def due_after(plan: CompactionPlan, events: list[dict[str, Any]], summary: str, settings: CompactionSettings) -> bool:
+    """Whether the session is still due once ``plan``'s summary has landed, as the next plan would find it (if
+    nothing is appended meanwhile): no invocation is newer than the summary, so the interval cannot trigger; the
+    summary and the events it left raw may still reach the token threshold."""
+    left = [e for e in events if not is_compaction(e) and int(e.get("seq") or 0) > plan.end_seq]
+    return estimate_tokens(left, summary) >= settings.token_threshold
+
+
 # --- the schedule's fan-out -------------------------------------------------------------------------------
 
 # The most due sessions one worker is handed per run (its payload stays under Lambda's 256 KB for asynchronous

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SessionNotFound
-from ..policy.compaction import CompactionPlan, CompactionSettings, plan_compaction, sweep_shares
+from ..policy.compaction import CompactionPlan, CompactionSettings, due_after, plan_compaction, sweep_shares
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
@@ -36,7 +36,8 @@ class CompactionOutcome:
     compacted: bool
     event: dict[str, Any] | None = None
     reason: str | None = None
-    version: int = 0
+    version: int = 0  # the session's, as planned on (a summary does not move it)
+    due_after: bool = True  # whether, once the summary landed, the session still reaches a trigger
 
     def body(self) -> dict[str, Any]:
         if self.compacted:
@@ -145,7 +146,12 @@ class CompactionService:
         )
         if stored is None:
             return CompactionOutcome(compacted=False, reason="another compaction committed first")
-        return CompactionOutcome(compacted=True, event=stored)
+        return CompactionOutcome(
+            compacted=True,
+            event=stored,
+            version=record.version,
+            due_after=due_after(plan, events, summary, self._settings),
+        )
 
     def _compaction_event(self, plan: CompactionPlan, summary: str) -> dict[str, Any]:
         return {
@@ -193,6 +199,10 @@ class CompactionService:
                 outcome = self.compact_session(key, force=False)
                 if outcome.compacted:
                     report.compacted += 1
+                    if not outcome.due_after:
+                        # Nothing left to compact: settled at once, unless an append came since (the version).
+                        report.settled += int(self._store.clear_due(key, outcome.version))
+                        continue
                     outcome = self.compact_session(key, force=False)  # settled only once nothing is due
                 if not outcome.compacted and outcome.reason != "another compaction committed first":
                     report.settled += int(self._store.clear_due(key, outcome.version))
