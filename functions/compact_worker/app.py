@@ -11,23 +11,9 @@ from agent_memory import budget
 from agent_memory.api import logger, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
-from agent_memory.errors import InvalidInput
-from agent_memory.stores.ports import SessionKey, validated_key
+from agent_memory.service.compaction import share_keys
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
-
-
-def share(event: dict[str, Any]) -> list[SessionKey]:
-    """The sessions of the event; an entry that is not a valid key is skipped (the dispatcher only sends keys it
-    listed from the due index)."""
-    keys: list[SessionKey] = []
-    for entry in event.get("sessions") or []:
-        if isinstance(entry, list) and len(entry) == 3 and all(isinstance(part, str) for part in entry):
-            try:
-                keys.append(validated_key(*entry))
-            except InvalidInput:
-                logger.warning("not a session key; skipped", extra={"entry": entry})
-    return keys
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -36,7 +22,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # each session's model call gets the background budget, and none runs past the function's timeout
     with budget.invocation(context, budget.BACKGROUND):
         report = services().compaction.run_sessions(
-            share(event), lambda: context.get_remaining_time_in_millis() / 1000, reserve_s=budget.SWEEP_RESERVE_S
+            share_keys(event.get("sessions")),
+            lambda: context.get_remaining_time_in_millis() / 1000,
+            reserve_s=budget.SWEEP_RESERVE_S,
         )
     metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=report.compacted)
     metrics.add_metric(name="CompactionFailures", unit=MetricUnit.Count, value=report.failed)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SessionNotFound
+from ..errors import InvalidInput, SessionNotFound
 from ..policy.compaction import CompactionPlan, CompactionSettings, due_after, plan_compaction, sweep_shares
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
@@ -93,6 +93,21 @@ def event_turn(event: dict[str, Any]) -> Turn:
         tool_results=tuple(results),
         timestamp=event.get("timestamp"),
     )
+
+
+def share_keys(entries: Any) -> list[SessionKey]:
+    """The sessions of a sweep worker's event (``{"sessions": [[app_name, user_id, session_id], …]}``); an entry
+    that is not a valid key is logged and skipped (the dispatcher only sends keys it listed from the due index)."""
+    keys: list[SessionKey] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, list) and len(entry) == 3 and all(isinstance(part, str) for part in entry):
+            try:
+                keys.append(validated_key(*entry))
+                continue
+            except InvalidInput:
+                pass
+        logger.warning("not a session key; skipped", extra={"entry": repr(entry)[:200]})
+    return keys
 
 
 class CompactionService:
