@@ -53,6 +53,7 @@ class Window:
     index: int
     started: int = 0  # sessions that started in the window
     appended: int = 0  # sessions appended to (each marked due, unless it already was)
+    events: int = 0  # events appended
     crossed: int = 0  # sessions whose turns crossed the trigger in the window
     listed: int = 0  # due sessions the dispatcher listed
     workers: int = 0
@@ -270,6 +271,7 @@ def run(args: argparse.Namespace, backend: str, per_call: dict[str, float] | Non
                 user = sid.replace("s", "u", 1)
                 sessions.append_events(app_name="bench", user_id=user, session_id=sid, events=events)
                 window.appended += 1
+                window.events += len(events)
                 if done < interval <= done + turns:
                     crossed_in[SessionKey("bench", user, sid)] = w
                     window.crossed += 1
@@ -372,7 +374,8 @@ def print_day(scaled: dict[str, Any], calibration: dict[str, Any], args: argpars
     gb_s = scaled["usage"]["billed_s"] * MEMORY_MB / 1024 * per_day
     lambda_usd = invocations * LAMBDA_PER_M_REQUESTS / 1e6 + gb_s * LAMBDA_ARM_PER_GB_S
     dynamo_usd = (wru * DYNAMODB_PER_M_WRU + rru * DYNAMODB_PER_M_RRU) / 1e6
-    events = args.sessions_per_day * args.turns * 2
+    # The events the simulated windows appended (ramp-up and drain included), at the same scale as the costs.
+    events = sum(r.events for r in scaled["results"]) * per_day
     print("| a day at this rate | |")
     print("|---|---:|")
     print(f"| compactions | {compacted:,.0f} |")
@@ -384,7 +387,9 @@ def print_day(scaled: dict[str, Any], calibration: dict[str, Any], args: argpars
         f"| DynamoDB USD ({rru / 1e6:.1f} M read units, {wru / 1e6:.1f} M write units with the due marks) "
         f"| {dynamo_usd:.2f} |"
     )
-    print(f"| sweep USD per 1M appended events ({events:,} a day) | {(lambda_usd + dynamo_usd) / events * 1e6:.2f} |")
+    print(
+        f"| sweep USD per 1M appended events ({events:,.0f} a day) | {(lambda_usd + dynamo_usd) / events * 1e6:.2f} |"
+    )
 
 
 if __name__ == "__main__":
