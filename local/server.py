@@ -145,8 +145,13 @@ def configure_environment(template: dict[str, Any], endpoint: str | None) -> Non
 
 
 def local_names(template: dict[str, Any]) -> dict[str, str]:
-    """What ``!Ref`` resolves to locally: parameter defaults, the local table and bucket."""
-    return parameter_defaults(template) | {"MemoryTable": LOCAL_TABLE, "ContextBucket": LOCAL_BUCKET}
+    """What ``!Ref`` resolves to locally: parameter defaults, the local table and bucket; no sweep worker function,
+    so the compaction schedule's dispatcher runs its workers in this process (``Services.sweep_invoker``)."""
+    return parameter_defaults(template) | {
+        "MemoryTable": LOCAL_TABLE,
+        "ContextBucket": LOCAL_BUCKET,
+        "CompactWorkerFunction": "",
+    }
 
 
 def start_schedules(template: dict[str, Any], every_s: float, stop: threading.Event) -> list[threading.Thread]:

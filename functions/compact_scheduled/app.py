@@ -1,4 +1,5 @@
-"""EventBridge schedule: compact the sessions that are due, within this invocation's time budget."""
+"""EventBridge schedule: the compaction sweep's dispatcher. It lists the due sessions (every shard its share,
+oldest first) and starts the workers (``CompactWorkerFunction``, asynchronously) on shares of them."""
 
 from dataclasses import asdict
 from typing import Any
@@ -9,6 +10,7 @@ from agent_memory import budget
 from agent_memory.api import logger, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
+from agent_memory.policy.compaction import MIN_SESSIONS_PER_WORKER, SESSIONS_PER_WORKER
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
 
@@ -16,12 +18,18 @@ settings()  # start-up check: a prompt template without {conversation_history} s
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    # each session's model call gets the background budget, and none runs past the function's timeout
+    # Workers that run in this process (no worker function configured: make run) get the background budget too.
     with budget.invocation(context, budget.BACKGROUND):
-        report = services().compaction.run_due(
-            lambda: context.get_remaining_time_in_millis() / 1000, reserve_s=budget.SWEEP_RESERVE_S
+        wired = services()
+        report = wired.compaction.dispatch_due(
+            wired.sweep_invoker,
+            workers=wired.settings.compaction_workers,
+            per_worker=SESSIONS_PER_WORKER,
+            min_share=MIN_SESSIONS_PER_WORKER,
         )
+    metrics.add_metric(name="CompactionsDue", unit=MetricUnit.Count, value=report.due)
     metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=report.compacted)
-    metrics.add_metric(name="CompactionFailures", unit=MetricUnit.Count, value=report.failed)
-    logger.info("compaction sweep", extra=asdict(report))
+    # A share whose worker could not be started is as many sessions not compacted this run.
+    metrics.add_metric(name="CompactionFailures", unit=MetricUnit.Count, value=report.failed + report.shares_failed)
+    logger.info("compaction sweep dispatched", extra=asdict(report))
     return asdict(report)

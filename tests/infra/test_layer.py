@@ -134,8 +134,8 @@ def test_the_probe_saw_the_whole_package(probe: dict[str, Any]) -> None:
     package_files = [p for p in (LAYER / "agent_memory").rglob("*.py")]
     assert probe["modules"] == len(package_files)
     assert (
-        probe["handlers"] == len(list((ROOT / "functions").glob("*/app.py"))) == 13
-    )  # DeleteEventsFunction (issue 12) made it 13
+        probe["handlers"] == len(list((ROOT / "functions").glob("*/app.py"))) == 14
+    )  # DeleteEventsFunction (issue 12) made it 13, CompactWorkerFunction (issue 14) 14
     assert probe["lazy"] > 0
     assert {"numpy", "onnxruntime", "tokenizers", "aws-lambda-powertools", "pydantic", "pyyaml"} <= set(probe["used"])
     assert set(probe["shipped"]) >= {"numpy", "onnxruntime", "httpx"}

@@ -9,6 +9,7 @@ and their answers); this file adds the other seven and checks that every functio
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,11 +31,23 @@ def sample_for(logical_id: str) -> str:
 
 def test_every_function_has_a_sample_event() -> None:
     names = {sample_for(f) for f in functions(TEMPLATE)}
-    assert len(names) == 13
+    assert len(names) == 14
     missing = sorted(name for name in names if not (EVENTS_DIR / f"{name}.json").is_file())
     assert missing == []
     strays = sorted(p.stem for p in EVENTS_DIR.glob("*.json") if p.stem not in names)
     assert strays == [], "a sample event that no function takes"
+
+
+@dataclass(frozen=True)
+class _Code:
+    code_uri: str
+    handler: str
+
+
+def function_ref(logical_id: str) -> _Code:
+    """A function's code, for ``load_handler``, whatever its events (the sweep worker has none)."""
+    props = TEMPLATE["Resources"][logical_id]["Properties"]
+    return _Code(str(props["CodeUri"]), str(props.get("Handler") or TEMPLATE["Globals"]["Function"]["Handler"]))
 
 
 def invoke_function(logical_id: str, event: dict[str, Any]) -> Any:
@@ -143,6 +156,20 @@ def test_compact_scheduled_event_compacts_a_due_session(conversation: None, monk
     report = invoke_function("CompactScheduledFunction", event)
     assert report["due"] == 1 and report["compacted"] == 1 and report["failed"] == 0, report
     assert invoke_function("CompactScheduledFunction", event)["due"] == 0  # settled: nothing left due
+
+
+def test_compact_worker_event_compacts_its_share(conversation: None) -> None:
+    # What the dispatcher sends the worker function (one share of the due sessions), run through its handler.
+    (function,) = [f for f in functions(TEMPLATE) if sample_for(f) == "compact_worker"]
+    handler = load_handler(function_ref(function))
+    event = load_event("compact_worker")
+    report = handler(event, LambdaContext(function_name=function))
+    assert report["due"] == 1 and report["compacted"] == 1 and report["settled"] == 1, report
+    status, context = invoke("get_context")
+    assert status == 200 and context["summary"] and context["compacted_events"] > 0  # stored, read back
+    # Delivered again (a duplicate): nothing more is stored.
+    again = handler(event, LambdaContext(function_name=function))
+    assert again["compacted"] == 0 and again["failed"] == 0, again
 
 
 def test_delete_events_event_deletes_the_sample_event_and_its_memory(conversation: None) -> None:

@@ -22,7 +22,7 @@ FUNCTIONS = sorted(k for k, r in TEMPLATE["Resources"].items() if r["Type"] == "
 # Compaction summarises; the memory saves extract the profile's facts with the same model.
 SUMMARIZER_KEY_READERS = (
     "CompactSessionFunction",
-    "CompactScheduledFunction",
+    "CompactWorkerFunction",  # the sweep's dispatcher (CompactScheduledFunction) only lists and invokes
     "SaveMemoriesFunction",
     "AutoSaveFunction",
 )

@@ -30,11 +30,23 @@ from .service.compaction import CompactionService
 from .service.context import ContextService
 from .service.memories import MemoryService
 from .service.sessions import SessionService
-from .stores.ports import ChangeFeed, ClaimStore, EventPublisher, MemoryRecord, MemoryStore, SessionStore
+from .stores.ports import (
+    ChangeFeed,
+    ClaimStore,
+    EventPublisher,
+    MemoryRecord,
+    MemoryStore,
+    SessionKey,
+    SessionStore,
+    SweepInvoker,
+)
 
 T = TypeVar("T")
 BACKENDS = ("aws", "embedded", "memory")
 DATABASE_FILE = "agent-memory.sqlite3"
+# A sweep worker's time when it runs in the dispatcher's process (make run, the tests): what the local schedule
+# gives an invocation.
+INLINE_WORKER_BUDGET_S = 60.0
 
 
 class Services:
@@ -276,6 +288,30 @@ class Services:
         preload = getattr(self.embedder, "preload", None)
         if callable(preload):
             preload()
+
+    @property
+    def sweep_invoker(self) -> SweepInvoker:
+        """Where the compaction schedule's dispatcher starts its workers: the worker function, asynchronously, when
+        ``COMPACTION_WORKER_FUNCTION`` names one; otherwise here, one share after the other (``make run``, tests)."""
+
+        def build() -> SweepInvoker:
+            function = self.settings.compaction_worker_function
+            if self.backend == "aws" and function:
+                from .aws import client
+                from .stores.lambda_sweep import LambdaSweepInvoker
+
+                return LambdaSweepInvoker(lambda: client("lambda"), function)
+            from dataclasses import asdict
+
+            from .budget import SWEEP_RESERVE_S
+            from .stores.inmemory import InlineSweepInvoker
+
+            def run(keys: list[SessionKey], remaining_s: Callable[[], float]) -> dict[str, Any]:
+                return asdict(self.compaction.run_sessions(keys, remaining_s, reserve_s=SWEEP_RESERVE_S))
+
+            return InlineSweepInvoker(run, INLINE_WORKER_BUDGET_S)
+
+        return self._once("sweep_invoker", build)
 
     @property
     def memories(self) -> MemoryService:

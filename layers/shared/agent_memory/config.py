@@ -39,6 +39,10 @@ class Settings(BaseModel):
     summarizer_api_key_secret: str | None = Field(default=None, description="Secrets Manager secret with the key")
     summarizer_prompt_template: str | None = Field(default=None, description="must contain {conversation_history}")
     summary_max_chars: int = Field(default=2000, ge=100, description="length limit of an extractive summary")
+    # The compaction schedule's fan-out (service/compaction.py dispatch_due): the worker function the dispatcher
+    # invokes asynchronously (empty: the workers run in the dispatcher's process, as in make run) and how many.
+    compaction_worker_function: str = Field(default="", description="sweep worker function; empty runs in-process")
+    compaction_workers: int = Field(default=20, ge=1, description="most sweep workers one scheduled run starts")
     # Long-term memory.
     autosave_policy: str = Field(default="default", description="off | default | all | a custom policy as JSON")
     embedder: str = Field(default="minilm", description="minilm (offline) | bedrock | openai | none")

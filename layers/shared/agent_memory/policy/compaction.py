@@ -159,3 +159,30 @@ def plan_compaction(
         end_seq=int(covered[-1].get("seq") or 0),
         event_count=int(prior.get("event_count", 0)) + len(covered),
     )
+
+
+def due_after(plan: CompactionPlan, events: list[dict[str, Any]], summary: str, settings: CompactionSettings) -> bool:
+    """Whether the session is still due once ``plan``'s summary has landed, as the next plan would find it (if
+    nothing is appended meanwhile): no invocation is newer than the summary, so the interval cannot trigger; the
+    summary and the events it left raw may still reach the token threshold."""
+    left = [e for e in events if not is_compaction(e) and int(e.get("seq") or 0) > plan.end_seq]
+    return estimate_tokens(left, summary) >= settings.token_threshold
+
+
+# --- the schedule's fan-out -------------------------------------------------------------------------------
+
+# The most due sessions one worker is handed per run (its payload stays under Lambda's 256 KB for asynchronous
+# invocations even with 128-character identifiers); what it has no time for stays due for the next run.
+SESSIONS_PER_WORKER = 500
+# Fewer sessions than this per worker and fewer workers start: each start costs an invocation and a cold start.
+MIN_SESSIONS_PER_WORKER = 50
+
+
+def sweep_shares[T](due: list[T], workers: int, min_share: int) -> list[list[T]]:
+    """The due sessions split among at most ``workers`` workers, each given at least ``min_share`` of them (fewer
+    workers when few are due: a worker's start costs more than a few compactions), dealt one at a time in turn so
+    that every share gets the same mix of shards and ages and the oldest of each go first."""
+    if workers < 1 or min_share < 1:
+        raise ValueError("workers and min_share must be 1 or more")
+    count = min(workers, -(-len(due) // min_share))
+    return [due[i::count] for i in range(count)]

@@ -9,12 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SessionNotFound
-from ..policy.compaction import CompactionPlan, CompactionSettings, plan_compaction
+from ..errors import InvalidInput, SessionNotFound
+from ..policy.compaction import CompactionPlan, CompactionSettings, due_after, plan_compaction, sweep_shares
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
-from ..stores.ports import EventQuery, NewEvent, SessionKey, SessionStore, marks_of, validated_key
+from ..stores.ports import (
+    EventQuery,
+    NewEvent,
+    SessionKey,
+    SessionStore,
+    SweepInvoker,
+    marks_of,
+    validated_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +36,8 @@ class CompactionOutcome:
     compacted: bool
     event: dict[str, Any] | None = None
     reason: str | None = None
-    version: int = 0
+    version: int = 0  # the session's, as planned on (a summary does not move it)
+    due_after: bool = True  # whether, once the summary landed, the session still reaches a trigger
 
     def body(self) -> dict[str, Any]:
         if self.compacted:
@@ -39,6 +48,21 @@ class CompactionOutcome:
 @dataclass
 class SweepReport:
     due: int = 0
+    compacted: int = 0
+    settled: int = 0
+    failed: int = 0
+    left_for_next_run: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DispatchReport:
+    """One run of the schedule's dispatcher: the sessions listed due, the workers started on them (and those that
+    could not be), and, for workers that ran in this process, their counts summed."""
+
+    due: int = 0
+    workers: int = 0
+    shares_failed: int = 0
     compacted: int = 0
     settled: int = 0
     failed: int = 0
@@ -69,6 +93,21 @@ def event_turn(event: dict[str, Any]) -> Turn:
         tool_results=tuple(results),
         timestamp=event.get("timestamp"),
     )
+
+
+def share_keys(entries: Any) -> list[SessionKey]:
+    """The sessions of a sweep worker's event (``{"sessions": [[app_name, user_id, session_id], …]}``); an entry
+    that is not a valid key is logged and skipped (the dispatcher only sends keys it listed from the due index)."""
+    keys: list[SessionKey] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, list) and len(entry) == 3 and all(isinstance(part, str) for part in entry):
+            try:
+                keys.append(validated_key(*entry))
+                continue
+            except InvalidInput:
+                pass
+        logger.warning("not a session key; skipped", extra={"entry": repr(entry)[:200]})
+    return keys
 
 
 class CompactionService:
@@ -122,7 +161,12 @@ class CompactionService:
         )
         if stored is None:
             return CompactionOutcome(compacted=False, reason="another compaction committed first")
-        return CompactionOutcome(compacted=True, event=stored)
+        return CompactionOutcome(
+            compacted=True,
+            event=stored,
+            version=record.version,
+            due_after=due_after(plan, events, summary, self._settings),
+        )
 
     def _compaction_event(self, plan: CompactionPlan, summary: str) -> dict[str, Any]:
         return {
@@ -152,8 +196,15 @@ class CompactionService:
     def run_due(self, remaining_s: Callable[[], float], *, limit: int = 100, reserve_s: float = 5.0) -> SweepReport:
         """Compact the sessions that are due, while more than ``reserve_s`` seconds remain; the rest stay due
         for the next run. A failure on one session is logged and leaves it due; it does not stop the others."""
+        return self.run_sessions(self._store.list_due(limit), remaining_s, reserve_s=reserve_s)
+
+    def run_sessions(
+        self, keys: list[SessionKey], remaining_s: Callable[[], float], *, reserve_s: float = 5.0
+    ) -> SweepReport:
+        """A sweep worker: compact ``keys`` (sessions listed due) in order while more than ``reserve_s`` seconds
+        remain; the rest stay due. Safe to run twice on the same keys, at once or one after the other: a summary
+        lands only on the watermark it was planned on, and a session is settled only if it did not change."""
         report = SweepReport()
-        keys = self._store.list_due(limit)
         report.due = len(keys)
         for index, key in enumerate(keys):
             if remaining_s() < reserve_s:
@@ -163,6 +214,10 @@ class CompactionService:
                 outcome = self.compact_session(key, force=False)
                 if outcome.compacted:
                     report.compacted += 1
+                    if not outcome.due_after:
+                        # Nothing left to compact: settled at once, unless an append came since (the version).
+                        report.settled += int(self._store.clear_due(key, outcome.version))
+                        continue
                     outcome = self.compact_session(key, force=False)  # settled only once nothing is due
                 if not outcome.compacted and outcome.reason != "another compaction committed first":
                     report.settled += int(self._store.clear_due(key, outcome.version))
@@ -172,4 +227,26 @@ class CompactionService:
                 report.failed += 1
                 report.failures.append(f"{key.app_name}/{key.user_id}/{key.session_id}: {exc}")
                 logger.exception("compaction failed; the session stays due", extra={"session": key.session_id})
+        return report
+
+    def dispatch_due(self, invoker: SweepInvoker, *, workers: int, per_worker: int, min_share: int) -> DispatchReport:
+        """The schedule's dispatcher: list up to ``workers`` × ``per_worker`` due sessions (every shard its share,
+        oldest first) and start a worker on each share. A share that cannot be started is counted and its sessions
+        stay due; the others still start. What is not listed (more due than the workers can take) waits for the
+        next run, oldest first."""
+        report = DispatchReport()
+        keys = self._store.list_due(workers * per_worker)
+        report.due = len(keys)
+        for share in sweep_shares(keys, workers, min_share):
+            try:
+                done = invoker.start(share)
+            except Exception:  # a throttled Invoke: the next run lists these sessions again
+                report.shares_failed += 1
+                logger.exception("a sweep worker could not be started; its sessions stay due")
+                continue
+            report.workers += 1
+            if done is not None:  # the worker ran here (make run, the tests): its counts are this run's
+                for name in ("compacted", "settled", "failed", "left_for_next_run"):
+                    setattr(report, name, getattr(report, name) + int(done.get(name, 0)))
+                report.failures.extend(done.get("failures") or [])
         return report

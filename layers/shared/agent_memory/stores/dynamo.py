@@ -1797,23 +1797,44 @@ class DynamoSessionStore:
     # --- the compaction schedule's index ------------------------------------------------------------------
 
     def list_due(self, limit: int) -> list[SessionKey]:
+        """Up to ``limit`` due sessions, oldest first in each shard, the shards interleaved.
+
+        Every round asks each shard that has more for an equal share of what is left (paging past a query's
+        1 MB), so a busy shard cannot fill the listing while the others wait: with more sessions due than
+        ``limit``, every shard gets its share and its oldest go first. The index is eventually consistent (a
+        GSI always is): a session marked a moment ago may wait for the next run.
+        """
         budget = _Budget()
-        keys: list[SessionKey] = []
-        for shard in range(DUE_SHARDS):
-            if len(keys) >= limit:
-                break
-            response = budget.call(
-                self._db.query,
-                TableName=self._table,
-                IndexName="by_due",
-                KeyConditionExpression="due = :d",
-                ExpressionAttributeValues={":d": _s(f"DUE#{shard}")},
-                Limit=limit - len(keys),
-            )
-            for item in response.get("Items", []):
-                _, app_name, user_id = item["PK"]["S"].split("#", 2)
-                keys.append(SessionKey(app_name, user_id, item["SK"]["S"][2:]))
-        return keys
+        listed: dict[int, list[SessionKey]] = {shard: [] for shard in range(DUE_SHARDS)}
+        cursors: dict[int, dict[str, Any] | None] = dict.fromkeys(range(DUE_SHARDS))
+        total = 0
+        while total < limit and cursors:
+            share = max(1, -(-(limit - total) // len(cursors)))
+            for shard in list(cursors):
+                if total >= limit:
+                    break
+                params: dict[str, Any] = {
+                    "TableName": self._table,
+                    "IndexName": "by_due",
+                    "KeyConditionExpression": "due = :d",
+                    "ExpressionAttributeValues": {":d": _s(f"DUE#{shard}")},
+                    "Limit": min(share, limit - total),
+                }
+                if cursors[shard] is not None:
+                    params["ExclusiveStartKey"] = cursors[shard]
+                response = budget.call(self._db.query, **params)
+                for item in response.get("Items", []):
+                    _, app_name, user_id = item["PK"]["S"].split("#", 2)
+                    listed[shard].append(SessionKey(app_name, user_id, item["SK"]["S"][2:]))
+                    total += 1
+                if response.get("LastEvaluatedKey"):
+                    cursors[shard] = response["LastEvaluatedKey"]
+                else:
+                    del cursors[shard]
+        # Interleaved by rank (each shard's oldest, then each one's second …): a sweep that runs out of time leaves
+        # the newest of every shard, not a whole shard.
+        longest = max((len(keys) for keys in listed.values()), default=0)
+        return [keys[rank] for rank in range(longest) for keys in listed.values() if rank < len(keys)]
 
     def clear_due(self, key: SessionKey, version: int) -> bool:
         try:

@@ -511,3 +511,23 @@ class InMemoryClaimStore:
         with self._lock:
             for claim in [c for c in self._claims if c[:2] == (app_name, user_id) and c[2].startswith(TEXT_PREFIX)]:
                 del self._claims[claim]
+
+
+class InlineSweepInvoker:
+    """The compaction sweep's workers run here, one share after the other (``make run``, the tests): ``run``
+    compacts a share while the time it is given (``budget_s`` from the share's start, as a worker's timeout gives
+    it) lasts, and returns its report."""
+
+    def __init__(
+        self,
+        run: Callable[[list[SessionKey], Callable[[], float]], dict[str, Any]],
+        budget_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._run = run
+        self._budget_s = budget_s
+        self._clock = clock
+
+    def start(self, keys: list[SessionKey]) -> dict[str, Any] | None:
+        deadline = self._clock() + self._budget_s
+        return self._run(keys, lambda: deadline - self._clock())

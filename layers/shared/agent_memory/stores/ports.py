@@ -500,3 +500,16 @@ class ClaimStore(Protocol):
     def release_texts(self, app_name: str, user_id: str) -> None:
         """Release every direct-text claim of the user (forget all); event claims stay."""
         ...
+
+
+# --- the compaction sweep's fan-out ------------------------------------------------------------------------
+
+
+class SweepInvoker(Protocol):
+    """Where the compaction schedule hands each share of the due sessions: a worker that compacts them (an
+    asynchronous Lambda invocation when deployed; in this process in ``make run`` and the tests)."""
+
+    def start(self, keys: list[SessionKey]) -> dict[str, Any] | None:
+        """Start a worker on ``keys``. Returns the worker's report when it ran in this process, None when it was
+        started elsewhere; raises when it could not be started (the sessions stay due for the next run)."""
+        ...
