@@ -74,23 +74,7 @@ def expansion_terms(index: SearchIndex, query: str, seeds: I64, weights: F32, co
 
 def _weighted_bm25(index: SearchIndex, terms: dict[int, float], config: SearchConfig) -> F32:
     """BM25F of every document for a weighted bag of term ids (the same formula as the query's)."""
-    n = len(index)
-    scores = np.zeros(n, dtype=np.float32)
-    post_ptr, post_docs, post_tf_text, post_tf_ctx = index._inverted()
-    norm = index._length_norm(config)
-    w = np.float32(config.context_weight)
-    k1p1 = np.float32(config.k1 + 1.0)
-    for term, weight in terms.items():
-        start, end = int(post_ptr[term]), int(post_ptr[term + 1])
-        if start == end:
-            continue
-        docs = post_docs[start:end]
-        tf = post_tf_text[start:end].astype(np.float32)
-        if w:
-            tf += w * post_tf_ctx[start:end]
-        idf = math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5))
-        scores[docs] += np.float32(weight * idf) * tf * k1p1 / (tf + norm[docs])
-    return scores
+    return index._bm25(terms, config)
 
 
 def feedback_ranking(

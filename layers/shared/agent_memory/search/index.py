@@ -711,17 +711,23 @@ class SearchIndex:
         return self._dense_scores(query, embedder)
 
     def _lexical_scores(self, query: str, config: SearchConfig) -> F32:
-        n = len(self)
-        scores = np.zeros(n, dtype=np.float32)
         term_map = self._term_map()
         query_terms = Counter(t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None)
-        if not query_terms:
+        # a repeated query term counts once
+        return self._bm25(dict.fromkeys(query_terms, 1.0), config)
+
+    def _bm25(self, terms: dict[int, float], config: SearchConfig) -> F32:
+        """BM25F of every document for a weighted bag of term ids (the query's terms weigh 1; lexical feedback
+        adds terms of its own weight)."""
+        n = len(self)
+        scores = np.zeros(n, dtype=np.float32)
+        if not terms:
             return scores
         post_ptr, post_docs, post_tf_text, post_tf_ctx = self._inverted()
         norm = self._length_norm(config)
         w = np.float32(config.context_weight)
         k1p1 = np.float32(config.k1 + 1.0)
-        for term in query_terms:  # a repeated query term counts once
+        for term, weight in terms.items():
             start, end = int(post_ptr[term]), int(post_ptr[term + 1])
             if start == end:
                 continue
@@ -729,8 +735,8 @@ class SearchIndex:
             tf = post_tf_text[start:end].astype(np.float32)
             if w:
                 tf += w * post_tf_ctx[start:end]
-            idf = np.float32(math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5)))
-            scores[docs] += idf * tf * k1p1 / (tf + norm[docs])  # docs are unique within one posting list
+            idf = math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5))
+            scores[docs] += np.float32(weight * idf) * tf * k1p1 / (tf + norm[docs])  # docs unique in a posting list
         return scores
 
     def lexical_match(self, query: str, config: SearchConfig | None = None) -> F32:
