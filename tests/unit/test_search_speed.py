@@ -212,3 +212,29 @@ def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
     finally:
         release.set()
     thread.join(30)
+
+
+def test_the_background_load_starts_only_after_its_packages_are_imported() -> None:
+    # numpy's C extension fails when two threads import it at once ("partially initialized module"): a request
+    # importing the search index while the preload thread imported onnxruntime answered 500 in make run. The
+    # packages are imported by the thread that asks for the preload; the background thread only builds the session.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    layer = Path(embedders.__file__).resolve().parents[2]
+    probe = (
+        "import sys, threading\n"
+        f"sys.path.insert(0, {str(layer)!r})\n"
+        "seen = {}\n"
+        "start = threading.Thread.start\n"
+        "def watched(self):\n"
+        "    seen[self.name] = [m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules]\n"
+        "    start(self)\n"
+        "threading.Thread.start = watched\n"
+        "from agent_memory.providers.embedders import MiniLMEmbedder\n"
+        "MiniLMEmbedder().preload().join()\n"
+        "print(seen['minilm-preload'])\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['numpy', 'onnxruntime', 'tokenizers']"

