@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import importlib
 import json
 import os
 import signal
@@ -184,6 +185,15 @@ def start_schedules(template: dict[str, Any], every_s: float, stop: threading.Ev
     return threads
 
 
+def _import_shared_extensions() -> None:
+    """Import numpy once, here, before any thread starts. Handlers import it lazily (the search index, the
+    embedders), and its C extension fails when two threads import it at once ("cannot import name
+    '__cpu_features__' from partially initialized module"): two first requests, or a request and the change feed's
+    auto-save, would race. Handler modules themselves load under ``load_handler``'s lock."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module("numpy")
+
+
 BACKENDS = ("embedded", "moto")
 AUTH_MODES = ("iam", "jwt")
 
@@ -209,6 +219,7 @@ def start(
     if auth not in AUTH_MODES:
         raise SystemExit(f"--auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
     template = load_template()
+    _import_shared_extensions()
     # The functions run in the mode the server emulates, as the template's AuthMode sets it for both (whatever the
     # caller's environment says); the Jwt* settings keep the caller's values, else the template's defaults.
     os.environ["AUTH_MODE"] = auth

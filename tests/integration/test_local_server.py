@@ -352,3 +352,27 @@ def test_a_transaction_naming_one_item_twice_is_refused_whole(aws: dict[str, Any
         db.transact_write_items(TransactItems=[_put("e1"), _put("e1")])
     assert info.value.response["Error"]["Code"] == "ValidationException"
     assert _item(aws, "e1") is None
+
+
+def test_the_server_imports_numpy_before_any_request_thread_can(tmp_path: Path) -> None:
+    # numpy's C extension fails when two threads import it at once ("partially initialized module"), and the
+    # handlers import it lazily: two first requests (or one and the change feed's auto-save) raced into a 500.
+    # The server imports it on its own thread before it serves or feeds anything.
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    probe = (
+        "import sys\n"
+        "from local.server import free_port, start\n"
+        "before = 'numpy' in sys.modules\n"
+        f"server, shutdown = start('127.0.0.1', free_port(), data_dir={str(tmp_path)!r})\n"
+        "after = 'numpy' in sys.modules\n"
+        "shutdown()\n"
+        "print(before, after)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "EMBEDDER": "none"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120, env=env, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False True"
