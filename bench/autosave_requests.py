@@ -35,7 +35,7 @@ def run(records: int, sessions: int, batches: int, one_user: bool, trace: bool =
     from local.apigw import LambdaContext
     from local.inprocess import in_process_aws
     from local.server import LocalApi, configure_environment, local_names
-    from local.streams import _json_record, matches, stream_mappings
+    from local.streams import read_to_end, stream_mappings
     from local.template import load_handler, load_template
 
     template = load_template()
@@ -56,21 +56,7 @@ def run(records: int, sessions: int, batches: int, one_user: bool, trace: bool =
             return "u0" if one_user else f"u{s}"
 
         def new_records() -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
-            for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-                sid = shard["ShardId"]
-                if sid not in iterators:
-                    iterators[sid] = streams.get_shard_iterator(
-                        StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
-                    )["ShardIterator"]
-                while True:
-                    response = streams.get_records(ShardIterator=iterators[sid])
-                    iterators[sid] = response["NextShardIterator"]
-                    got = [_json_record(r) for r in response.get("Records", [])]
-                    out += [r for r in got if mapping.pattern is None or matches(mapping.pattern, r)]
-                    if not got:
-                        return out
-            return out
+            return read_to_end(streams, arn, iterators, mapping.pattern)
 
         for s in range(sessions):
             status, _ = api.call("POST", f"/apps/chat/users/{user(s)}/sessions", {"session_id": f"s{s}"})

@@ -388,7 +388,7 @@ def run(
     from local.apigw import LambdaContext
     from local.inprocess import in_process_aws
     from local.server import LocalApi, configure_environment, local_names
-    from local.streams import _json_record, matches, stream_mappings
+    from local.streams import read_to_end, stream_mappings
     from local.template import load_handler, load_template, routes, schedules
 
     template = load_template()
@@ -437,19 +437,7 @@ def run(
             sweeper = load_handler(sweep)
 
             def drain_stream(flush: bool) -> None:
-                for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-                    sid = shard["ShardId"]
-                    if sid not in iterators:
-                        iterators[sid] = streams.get_shard_iterator(
-                            StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
-                        )["ShardIterator"]
-                    while True:
-                        response = streams.get_records(ShardIterator=iterators[sid])
-                        iterators[sid] = response["NextShardIterator"]
-                        records = [_json_record(r) for r in response.get("Records", [])]
-                        pending.extend(r for r in records if mapping.pattern is None or matches(mapping.pattern, r))
-                        if not records:
-                            break
+                pending.extend(read_to_end(streams, arn, iterators, mapping.pattern))
                 while len(pending) >= mapping.batch_size or (flush and pending):
                     batch = pending[: mapping.batch_size]
                     del pending[: mapping.batch_size]
