@@ -51,6 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -279,6 +280,19 @@ class S3MemoryStore:
             self._remember(key, part)
         return part
 
+    def _load_parts(self, keys: list[str]) -> list[IndexedRecords | None]:
+        """``_load_part`` of each key, in order. The parts not cached yet are fetched at once, each on its own
+        thread: a cold search's parts (at 100,000 records some 80 MB) then arrive in about the time of the
+        largest instead of their sum, and one part is decoded while the others are still in transit. The first
+        error (in key order) is raised, after every fetch has ended."""
+        with self._lock:
+            uncached = [k for k in keys if k not in self._parts]
+        if len(uncached) < 2:
+            return [self._load_part(k) for k in keys]
+        with ThreadPoolExecutor(max_workers=min(len(uncached), MAX_SEGMENTS + 1)) as pool:
+            futures = {k: pool.submit(self._load_part, k) for k in uncached}
+        return [futures[k].result() if k in futures else self._load_part(k) for k in keys]
+
     def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> tuple[str, str | None]:
         """Write a new part: its key, and its version id when that is its only version (None when botocore
         retried the PUT: an attempt whose answer was lost may have stored another version)."""
@@ -337,7 +351,7 @@ class S3MemoryStore:
 
     def _combined(self, manifest: Manifest) -> tuple[IndexedRecords, list[str]]:
         """The view ``manifest`` names, and the keys it names that are gone."""
-        loaded = [(k, self._load_part(k)) for k in manifest.objects()]
+        loaded = list(zip(manifest.objects(), self._load_parts(manifest.objects()), strict=True))
         parts = [p for _, p in loaded if p is not None]
         missing = [k for k, p in loaded if p is None]
         records: dict[str, MemoryRecord] = {}
