@@ -3,6 +3,7 @@
 (default: MiniLM).
 
     .venv/bin/python -m bench.memory [--sizes 1000 10000 100000] [--embedder minilm|none] [--runs 3]
+                                     [--baseline DIR]
 
 moto runs as a server in this process; every search goes through it over HTTP, as a function's would.
 
@@ -14,6 +15,9 @@ moto runs as a server in this process; every search goes through it over HTTP, a
   The same without the model preload (``Services.preload_embedder``) shows what overlapping the load saves, and
   the boto3 floor (a fresh interpreter: ``import boto3``, an S3 client, one GET of the manifest) what any
   function pays; medians of ``--runs`` processes each, interleaved.
+- ``--baseline DIR``: the first search is also measured with another checkout's layer and search handler (e.g.
+  ``git worktree add /tmp/base main``), interleaved with this tree's, against the same stored parts: a before /
+  after comparison under the same machine load (the machine is shared: separate runs drift apart).
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
 
@@ -220,6 +224,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per size and variant")
     parser.add_argument("--save-batches", type=int, default=20, help="batches of 100 for save throughput (0: skip)")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose first search is measured alongside")
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
     from agent_memory.aws import client, reset_clients
@@ -258,6 +263,7 @@ def main() -> None:
     queries = [" ".join(random.Random(q).sample(WORDS, 3)) for q in range(args.queries)]
     rows: list[str] = []
     fresh_rows: list[str] = []
+    baseline_rows: list[str] = []
     floors: list[float] = []
     try:
         for size in args.sizes:
@@ -295,11 +301,17 @@ def main() -> None:
 
             # fresh processes: the first search of a new container, then warm ones; with and without preload
             events = _search_events("bench", user, [queries[0], *queries])
-            handler = str(ROOT / "functions" / "search_memories" / "app.py")
             samples: dict[str, list[dict[str, float]]] = {"preload": [], "no preload": []}
+            if args.baseline is not None:
+                samples["baseline"] = []
             for _ in range(args.runs):  # interleaved, so that drift in machine load hits every variant alike
                 for variant in samples:
-                    code = CHILD.format(layer=str(LAYER), handler=handler, no_preload=variant == "no preload")
+                    root = args.baseline if variant == "baseline" else ROOT
+                    code = CHILD.format(
+                        layer=str(root / "layers" / "shared"),
+                        handler=str(root / "functions" / "search_memories" / "app.py"),
+                        no_preload=variant == "no preload",
+                    )
                     samples[variant].append(_fresh(code, events, child_env))
                 floor_code = FLOOR.format(bucket=BUCKET, key=user_prefix("bench", user) + MANIFEST)
                 floors.append(_fresh(floor_code, [], child_env)["first"])
@@ -315,6 +327,14 @@ def main() -> None:
                 f"{seed_s:.0f} |"
             )
             fresh_rows.append(f"{size:,}|{on['first']:.4f}|{off['first']:.4f}")
+            if "baseline" in med:
+                base = med["baseline"]
+                adds, base_adds = on["first"] - on["warm"], base["first"] - base["warm"]
+                baseline_rows.append(
+                    f"| {size:,} | {on['first'] * 1000:.0f} | {adds * 1000:.0f} | {on['warm'] * 1000:.1f} | "
+                    f"{base['first'] * 1000:.0f} | {base_adds * 1000:.0f} | {base['warm'] * 1000:.1f} | "
+                    f"{adds / base_adds:.2f} |"
+                )
 
         save_rate = 0.0
         if args.save_batches:
@@ -343,6 +363,14 @@ def main() -> None:
     for line in fresh_rows:
         size_text, first, off_first = line.split("|")
         print(f"| {size_text} | {float(first) / floor:.2f} | {float(off_first) / floor:.2f} |")
+    if baseline_rows:
+        print(f"\nthis tree against {args.baseline} (interleaved, same parts; medians):\n")
+        print(
+            "| records | first search ms | first − warm ms | warm ms | baseline first ms | baseline first − warm ms | "
+            "baseline warm ms | first − warm / baseline |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(baseline_rows))
     if cache is not None:
         print(f"\nseed embeddings: {cache.hits} from the cache, {cache.misses} embedded ({cache.path.name})")
     if args.save_batches:
