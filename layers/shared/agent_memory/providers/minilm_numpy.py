@@ -206,7 +206,8 @@ class MiniLMNumpy:
         if name in self._tensors:
             return np.asarray(self._tensors[name], dtype=np.float32)
         quantised, scale = self._tensors[name + "_q"], self._tensors[name + "_scale"]
-        out: F32 = quantised.astype(np.float32) * scale
+        # one pass (cast and scale together): the same float32 products as the graph's Cast then Mul
+        out: F32 = np.multiply(quantised, scale, dtype=np.float32)
         return out
 
     def _rows(self, table: str, rows: npt.NDArray[np.int64]) -> F32:
