@@ -89,6 +89,11 @@ def test_the_service_searches_with_neutral_names_and_the_lexical_side_keeps_the_
     assert index.lexical_scores(QUERY)[0] > 0
     index.search("What does Jean like?", 2, embedder)
     assert embedder.seen[-1] == "What does Jean like?"
+    # the cosine the calibration is fitted on (bench.calibrate) is the one search uses
+    index.dense_scores(QUERY, embedder)
+    assert embedder.seen[-1] == "What do their kids like?"
+    index.dense_scores(QUERY, embedder, SearchConfig())
+    assert embedder.seen[-1] == QUERY
 
 
 def test_a_role_author_is_never_rewritten() -> None:

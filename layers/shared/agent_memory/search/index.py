@@ -727,9 +727,11 @@ class SearchIndex:
         """BM25F score of every document for ``query`` (0 where no query term occurs)."""
         return self._lexical_scores(query, config or DEFAULT_CONFIG)
 
-    def dense_scores(self, query: str, embedder: Embedder) -> F32 | None:
-        """Cosine similarity of every document with ``query``; None when dense scoring is not possible."""
-        return self._dense_scores(query, embedder)
+    def dense_scores(self, query: str, embedder: Embedder, config: SearchConfig | None = None) -> F32 | None:
+        """Cosine similarity of every document with ``query`` as search embeds it (``_dense_query``: the named
+        authors "they" under the default configuration), the cosine the calibrated score uses; None when dense
+        scoring is not possible."""
+        return self._dense_scores(self._dense_query(query, config or DEFAULT_CONFIG), embedder)
 
     def _lexical_scores(self, query: str, config: SearchConfig) -> F32:
         term_map = self._term_map()
