@@ -19,6 +19,9 @@ Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
   ("yesterday", "last week", "in May", "2022"). Both are tags, terms no query word can produce with zero counts,
   so they ride the postings, merges, forgetting and serialisation of the words; memories indexed before them have
   no tags and get no boost.
+- the query's embedding names the memories' authors "they" / "their" (``SearchConfig.dense_names``, the
+  service's default): the name is in nearly every memory of a conversation, and in the query's vector it only
+  diluted what was asked (``SearchIndex._dense_query``); the lexical side keeps the query as typed.
 
 That fusion ranks; it is not the score a search returns, since min-max normalisation makes it relative to the
 query's other candidates (the top hit always near 1, a lone memory 0). The returned score is ``Calibration``'s:
