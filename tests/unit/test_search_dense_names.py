@@ -89,11 +89,25 @@ def test_the_service_searches_with_neutral_names_and_the_lexical_side_keeps_the_
     assert index.lexical_scores(QUERY)[0] > 0
     index.search("What does Jean like?", 2, embedder)
     assert embedder.seen[-1] == "What does Jean like?"
-    # the cosine the calibration is fitted on (bench.calibrate) is the one search uses
+    # the cosine the calibration is fitted on (bench.calibrate) is the query's as typed
     index.dense_scores(QUERY, embedder)
-    assert embedder.seen[-1] == "What do their kids like?"
-    index.dense_scores(QUERY, embedder, SearchConfig())
     assert embedder.seen[-1] == QUERY
+
+
+def test_the_score_and_the_cut_keep_the_cosine_of_the_query_as_typed() -> None:
+    embedder = RecordingHashEmbedder()
+    index = SearchIndex.build(DOCS, embedder)
+    kept = dict(index.search(QUERY, 2, embedder, config=SearchConfig(dense_names="keep"), min_score=0.0))
+    seen = len(embedder.seen)
+    neutral = dict(index.search(QUERY, 2, embedder, config=SearchConfig(dense_names="neutral"), min_score=0.0))
+    assert embedder.seen[seen:] == [QUERY, "What do their kids like?"]  # one call, both queries
+    assert neutral == kept  # the same memories, each with the same score: only the order may differ
+    # the cut compares the same scores: a cut between the two memories' scores keeps the same one either way
+    low, high = sorted(kept.values())
+    cut = round((low + high) / 2, 4)
+    for names in ("keep", "neutral"):
+        found = index.search(QUERY, 2, embedder, config=SearchConfig(dense_names=names), min_score=cut)
+        assert [i for i, _ in found] == [max(kept, key=lambda k: kept[k])]
 
 
 def test_a_role_author_is_never_rewritten() -> None:
