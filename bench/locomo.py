@@ -309,7 +309,13 @@ def variants() -> list[Variant]:
         Variant("hybrid + context + speaker", replace(SERVICE, time_boost=0.0, date_boost=0.0), CONTEXT, True),
         Variant("hybrid + context + time", replace(SERVICE, author_boost=0.0, date_boost=0.0), CONTEXT, True),
         Variant("hybrid + context + speaker + time", replace(SERVICE, date_boost=0.0), CONTEXT, True),
-        Variant("hybrid + context + speaker + time + month (the service's)", SERVICE, CONTEXT, True),
+        Variant(
+            "hybrid + context + speaker + time + month (before neutral names)",
+            replace(SERVICE, dense_names="keep"),
+            CONTEXT,
+            True,
+        ),
+        Variant("hybrid + context + speaker + time + month + neutral names (the service's)", SERVICE, CONTEXT, True),
     ]
 
 
@@ -343,6 +349,25 @@ def sweep() -> list[Variant]:
         config = replace(SERVICE, date_boost=boost)
         out.append(Variant(f"hybrid + context + speaker + time + month, date_boost={boost}", config, CONTEXT, True))
     out += second_pass_sweep()
+    out += neighbour_sweep()
+    return out
+
+
+def neighbour_sweep() -> list[Variant]:
+    """Issue 13's recall@10 candidates chosen on tuning: the query's embedding with the named authors as "they"
+    (the service's now) against the query as typed, and its neighbouring parameters (dense weight, context
+    weight, author boost), each on the service's configuration."""
+    out = [Variant("service, names kept in the query's embedding", replace(SERVICE, dense_names="keep"), CONTEXT, True)]
+    for names in ("keep", "neutral"):
+        for dw in (0.4, 0.6):
+            config = replace(SERVICE, dense_names=names, dense_weight=dw)
+            out.append(Variant(f"service, names {names}, dense_weight={dw}", config, CONTEXT, True))
+        for boost in (0.2, 0.4):
+            config = replace(SERVICE, dense_names=names, author_boost=boost)
+            out.append(Variant(f"service, names {names}, author_boost={boost}", config, CONTEXT, True))
+        for w in (0.3, 0.5):
+            config = replace(SERVICE, dense_names=names, context_weight=w)
+            out.append(Variant(f"service, names {names}, context_weight={w}", config, CONTEXT, True))
     return out
 
 
@@ -387,8 +412,8 @@ def table(
     header = f"| {'retriever':<{width}} | recall@5 | recall@10 | tuning r@5 | tuning r@10 | valid. r@5 | valid. r@10 |"
     rule = "|" + "-" * (width + 2) + "|---------:|----------:|-----------:|------------:|-----------:|------------:|"
     if by_category:
-        header += "".join(f" r@5 c{c} |" for c in CATEGORIES)
-        rule += "-------:|" * len(CATEGORIES)
+        header += "".join(f" r@5 c{c} |" for c in CATEGORIES) + "".join(f" r@10 c{c} |" for c in CATEGORIES)
+        rule += "-------:|" * len(CATEGORIES) + "--------:|" * len(CATEGORIES)
     print(header)
     print(rule)
     for variant in rows:
@@ -404,6 +429,7 @@ def table(
             )
         if by_category:
             line += "".join(f" {result['by_category'][c]['recall@5']:6.3f} |" for c in CATEGORIES)
+            line += "".join(f" {result['by_category'][c]['recall@10']:7.3f} |" for c in CATEGORIES)
         print(line, flush=True)
         if cache is not None:
             embedder.save(cache)
@@ -500,7 +526,7 @@ def latency(sizes: Sequence[int] = (1_000, 10_000, 100_000), runs: int = 200) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweep", action="store_true", help="also sweep BM25, context and fusion parameters")
-    parser.add_argument("--by-category", action="store_true", help="recall@5 by question category too")
+    parser.add_argument("--by-category", action="store_true", help="recall@5 and @10 by question category too")
     parser.add_argument("--latency", action="store_true", help="measure search latency at 1k, 10k and 100k docs")
     parser.add_argument("--only", action="append", default=[], help="run only the variants whose name has this")
     parser.add_argument("--cache", type=Path, help="an .npz file keeping the embeddings across runs")

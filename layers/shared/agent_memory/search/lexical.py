@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Iterable
 
 __all__ = [
     "STOP_WORDS",
@@ -17,6 +18,7 @@ __all__ = [
     "author_words",
     "mentions_time",
     "named_words",
+    "neutral_names",
     "stem",
     "temporal_question",
     "tokenize",
@@ -185,6 +187,37 @@ def named_words(text: str) -> list[str]:
         if word:
             out.append(word)
     return out
+
+
+# A word of the original text (case kept), a straight or curly apostrophe inside it: what ``named_words`` reads.
+_RAW_WORD = re.compile(rf"{_LETTER}+(?:['\u2019]{_LETTER}+)*")
+_NAME_GAP = re.compile(r"[\s.]*")  # between two words of one name ("Ann Lee", "Dr. Lee")
+
+
+def neutral_names(text: str, names: Iterable[str]) -> str:
+    """``text`` with each run of words naming one of ``names`` (words as ``named_words`` writes them) replaced by
+    "they", or "their" where the run ends in a possessive: ``"What do Melanie's kids like?"`` with
+    ``{"melanie"}`` -> ``"What do their kids like?"``. The other words are kept as they are."""
+    wanted = set(names)
+    if not text or not wanted:
+        return text
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    run_end = -1  # end of the name run being replaced, or -1
+    for match in _RAW_WORD.finditer(text):
+        words = named_words(match.group())
+        if len(words) != 1 or words[0] not in wanted:
+            run_end = -1
+            continue
+        possessive = _fold(match.group()).endswith("'s")
+        if run_end >= 0 and _NAME_GAP.fullmatch(text, run_end, match.start()):
+            out[-1] = "their" if possessive else "they"  # the run's next word: one pronoun for the whole name
+        else:
+            out.append(text[done : match.start()])
+            out.append("their" if possessive else "they")
+        done = run_end = match.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------------------------------------------
