@@ -16,7 +16,7 @@ from .models import Event
 
 
 class _Response(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class ErrorDetail(_Response):
