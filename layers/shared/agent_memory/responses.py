@@ -81,6 +81,10 @@ class EventList(_Response):
     events: list[Event]
 
 
+AppendAnswer = Event | EventList
+"""The append's answer: the event (one sent) or the list (a batch sent)."""
+
+
 class RecalledMemoryScore(_Response):
     """A memory hit the context holds: its id (to forget it) and its search score."""
 
