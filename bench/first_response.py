@@ -1,7 +1,11 @@
 """Cold start to the first response: a fresh interpreter imports one handler and answers one real request,
 against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
 
-    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …]
+    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
+
+``--baseline DIR`` also runs every handler from another checkout's ``layers/shared`` and ``functions`` (e.g.
+``git archive <commit> layers functions | tar -x -C DIR``), interleaved with this tree's, against the same
+endpoint and floor: a before/after comparison that the machine's load hits alike.
 
 Each measurement is a new process with what Lambda gives a function: the runtime's interpreter with only
 boto3 and botocore (the virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as
@@ -101,9 +105,9 @@ def event_for(case: Case, template: dict[str, Any]) -> dict[str, Any]:
     raise LookupError(f"no route of {case.function} for {case.method} {case.path}")
 
 
-def handler_file(template: dict[str, Any], function: str) -> Path:
+def handler_file(template: dict[str, Any], function: str, tree: Path = ROOT) -> Path:
     route = next(r for r in routes(template) if r.function == function)
-    return ROOT / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
+    return tree / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
 
 
 def run(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, int, int]:
@@ -119,7 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare, interleaved")
     args = parser.parse_args()
+    trees = {"": ROOT} if args.baseline is None else {"": ROOT, " (baseline)": args.baseline.resolve()}
 
     from moto.server import ThreadedMotoServer
 
@@ -156,10 +162,13 @@ def main() -> None:
         )
         code, envs = {}, {}
         for c in [*selected, setup]:
-            code[c.name] = HANDLER.format(
-                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function))
-            )
-            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
+            for suffix, tree in trees.items():
+                code[c.name + suffix] = HANDLER.format(
+                    layer=str(tree / "layers" / "shared"),
+                    packages=packages,
+                    path=str(handler_file(template, c.function, tree)),
+                )
+                envs[c.name + suffix] = {**env, **function_environment(template, c.function, names), **QUIET}
         # Memories for the search to find (so that it loads the model and the index), saved the same way.
         texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
         save = Case(
@@ -187,10 +196,24 @@ def main() -> None:
                 if case.name == "create_session":
                     body = {"session_id": f"cold-{uuid.uuid4().hex[:12]}"}
                 event = event_for(Case(case.name, case.function, case.method, case.path, body, case.query), template)
-                seconds, status, size = run([python, "-I", "-c", code[case.name]], envs[case.name], json.dumps(event))
-                samples.setdefault(case.name, []).append(seconds)
-                statuses.setdefault(case.name, set()).add(status)
-                sizes[case.name] = size
+                for suffix in trees:
+                    name = case.name + suffix
+                    if case.name == "create_session":  # a new session each time: a true creation
+                        event = event_for(
+                            Case(
+                                case.name,
+                                case.function,
+                                case.method,
+                                case.path,
+                                {"session_id": f"cold-{uuid.uuid4().hex[:12]}"},
+                                case.query,
+                            ),
+                            template,
+                        )
+                    seconds, status, size = run([python, "-I", "-c", code[name]], envs[name], json.dumps(event))
+                    samples.setdefault(name, []).append(seconds)
+                    statuses.setdefault(name, set()).add(status)
+                    sizes[name] = size
     finally:
         server.stop()
     floor = statistics.median(samples.pop("floor"))
