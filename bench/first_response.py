@@ -1,7 +1,11 @@
 """Cold start to the first response: a fresh interpreter imports one handler and answers one real request,
 against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
 
-    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …]
+    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
+
+``--baseline DIR`` also runs every handler from another checkout's ``layers/shared`` and ``functions`` (e.g.
+``git archive <commit> layers functions | tar -x -C DIR``), interleaved with this tree's, against the same
+endpoint and floor: a before/after comparison that the machine's load hits alike.
 
 Each measurement is a new process with what Lambda gives a function: the runtime's interpreter with only
 boto3 and botocore (the virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as
@@ -37,13 +41,13 @@ APP, USER, SESSION = "bench", "u1", "s1"
 QUIET = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
 
 FLOOR = (
-    "import time; t = time.perf_counter(); import boto3; "
+    "import time; t = time.perf_counter(); cpu = time.process_time(); import boto3; "
     "c = boto3.client('dynamodb'); "
     "c.get_item(TableName={table!r}, Key={{'PK': {{'S': 'x'}}, 'SK': {{'S': 'y'}}}}); "
-    "print(time.perf_counter() - t, 200, 0)"
+    "print(time.perf_counter() - t, 200, 0, time.process_time() - cpu)"
 )
 HANDLER = """
-import time; t = time.perf_counter()
+import time; t = time.perf_counter(); c = time.process_time()
 import importlib.util, json, sys
 sys.path[:0] = [{layer!r}, {packages!r}]
 class Context:
@@ -53,7 +57,7 @@ class Context:
 spec = importlib.util.spec_from_file_location("app", {path!r})
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 answer = m.lambda_handler(json.loads(sys.stdin.read()), Context())
-print(time.perf_counter() - t, answer["statusCode"], len(answer.get("body") or ""))
+print(time.perf_counter() - t, answer["statusCode"], len(answer.get("body") or ""), time.process_time() - c)
 """
 
 
@@ -101,25 +105,28 @@ def event_for(case: Case, template: dict[str, Any]) -> dict[str, Any]:
     raise LookupError(f"no route of {case.function} for {case.method} {case.path}")
 
 
-def handler_file(template: dict[str, Any], function: str) -> Path:
+def handler_file(template: dict[str, Any], function: str, tree: Path = ROOT) -> Path:
     route = next(r for r in routes(template) if r.function == function)
-    return ROOT / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
+    return tree / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
 
 
-def run(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, int, int]:
+def run(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, int, int, float]:
+    """Seconds to the answer, its status, its body's length, and the CPU seconds the process spent on it."""
     out = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, check=False)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{command[:2]} failed:\n{out.stderr[-2000:]}")
-    seconds, status, size = lines[-1].split()
-    return float(seconds), int(status), int(size)
+    seconds, status, size, cpu = lines[-1].split()
+    return float(seconds), int(status), int(size), float(cpu)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare, interleaved")
     args = parser.parse_args()
+    trees = {"": ROOT} if args.baseline is None else {"": ROOT, " (baseline)": args.baseline.resolve()}
 
     from moto.server import ThreadedMotoServer
 
@@ -156,10 +163,13 @@ def main() -> None:
         )
         code, envs = {}, {}
         for c in [*selected, setup]:
-            code[c.name] = HANDLER.format(
-                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function))
-            )
-            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
+            for suffix, tree in trees.items():
+                code[c.name + suffix] = HANDLER.format(
+                    layer=str(tree / "layers" / "shared"),
+                    packages=packages,
+                    path=str(handler_file(template, c.function, tree)),
+                )
+                envs[c.name + suffix] = {**env, **function_environment(template, c.function, names), **QUIET}
         # Memories for the search to find (so that it loads the model and the index), saved the same way.
         texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
         save = Case(
@@ -175,33 +185,57 @@ def main() -> None:
             )
             envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
         for c in (setup, save):
-            _, status, _ = run([python, "-I", "-c", code[c.name]], envs[c.name], json.dumps(event_for(c, template)))
+            _, status, _, _ = run([python, "-I", "-c", code[c.name]], envs[c.name], json.dumps(event_for(c, template)))
             assert status < 300, (c.name, status)
         samples: dict[str, list[float]] = {"floor": []}
+        cpu: dict[str, list[float]] = {"floor": []}
         statuses: dict[str, set[int]] = {}
         sizes: dict[str, int] = {}
         for _ in range(args.runs):
-            samples["floor"].append(run([python, "-I", "-c", FLOOR.format(table=LOCAL_TABLE)], env)[0])
+            seconds, _, _, used = run([python, "-I", "-c", FLOOR.format(table=LOCAL_TABLE)], env)
+            samples["floor"].append(seconds)
+            cpu["floor"].append(used)
             for case in selected:
                 body = case.body
                 if case.name == "create_session":
                     body = {"session_id": f"cold-{uuid.uuid4().hex[:12]}"}
                 event = event_for(Case(case.name, case.function, case.method, case.path, body, case.query), template)
-                seconds, status, size = run([python, "-I", "-c", code[case.name]], envs[case.name], json.dumps(event))
-                samples.setdefault(case.name, []).append(seconds)
-                statuses.setdefault(case.name, set()).add(status)
-                sizes[case.name] = size
+                for suffix in trees:
+                    name = case.name + suffix
+                    if case.name == "create_session":  # a new session each time: a true creation
+                        event = event_for(
+                            Case(
+                                case.name,
+                                case.function,
+                                case.method,
+                                case.path,
+                                {"session_id": f"cold-{uuid.uuid4().hex[:12]}"},
+                                case.query,
+                            ),
+                            template,
+                        )
+                    seconds, status, size, used = run([python, "-I", "-c", code[name]], envs[name], json.dumps(event))
+                    samples.setdefault(name, []).append(seconds)
+                    cpu.setdefault(name, []).append(used)
+                    statuses.setdefault(name, set()).add(status)
+                    sizes[name] = size
     finally:
         server.stop()
     floor = statistics.median(samples.pop("floor"))
-    print(f"floor `import boto3; client('dynamodb'); get_item`: {floor * 1000:.0f} ms (median of {args.runs})\n")
-    print("| handler | first response ms (median) | ratio to floor | status | response bytes |")
-    print("|---|---:|---:|---|---:|")
+    floor_cpu = statistics.median(cpu.pop("floor"))
+    print(
+        f"floor `import boto3; client('dynamodb'); get_item`: {floor * 1000:.0f} ms, {floor_cpu * 1000:.0f} CPU ms "
+        f"(median of {args.runs})\n"
+    )
+    # CPU time: what the process itself spent (imports, set-up, its side of the calls), which a loaded machine
+    # inflates less than the wall clock; the endpoint's time is in the wall clock only.
+    print("| handler | first response ms (median) | ratio to floor | CPU ms | CPU ratio | status | response bytes |")
+    print("|---|---:|---:|---:|---:|---|---:|")
     for name, values in samples.items():
-        median = statistics.median(values)
+        median, used = statistics.median(values), statistics.median(cpu[name])
         print(
-            f"| {name} | {median * 1000:.0f} | {median / floor:.2f} | {', '.join(map(str, sorted(statuses[name])))} | "
-            f"{sizes[name]} |"
+            f"| {name} | {median * 1000:.0f} | {median / floor:.2f} | {used * 1000:.0f} | {used / floor_cpu:.2f} | "
+            f"{', '.join(map(str, sorted(statuses[name])))} | {sizes[name]} |"
         )
 
 

@@ -3,13 +3,11 @@ PUT …/sessions/{session_id}/memo: replace the session's memo (its version does
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppendRequest, AppName, EventBatch, IfMatch, MemoRequest, SessionId, UserId
+from agent_memory.requests import AppendRequest, AppName, Body, EventBatch, IfMatch, MemoRequest, SessionId, UserId
 from agent_memory.service.transfer import SessionTransfer
 
 app = create_app()

@@ -1,9 +1,8 @@
 """POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/compact: compact a session now."""
 
-from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
 from agent_memory.requests import AppName, SessionId, UserId

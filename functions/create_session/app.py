@@ -6,14 +6,13 @@ existing one."""
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.requests import (
     AppName,
+    Body,
     CreateSessionRequest,
     IfNoneMatch,
     ImportSessionId,

@@ -1,10 +1,9 @@
 """DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events[/{event_id}]: delete one event (with its
 tool-call partners), clear a session's events, or rewind it (``before_seq`` / ``before_invocation_id``)."""
 
-from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import create_app, json_response, lambda_entry, metrics
+from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.requests import (
     AppName,

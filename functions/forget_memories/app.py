@@ -1,8 +1,6 @@
 """DELETE /apps/{app_name}/users/{user_id}/memories[/{memory_id}]: forget one memory, or all of the user's."""
 
-from aws_lambda_powertools.event_handler import Response
-
-from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
 from agent_memory.requests import AppName, MemoryId, UserId
 

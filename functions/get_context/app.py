@@ -14,21 +14,20 @@ would come apart: its values are read from ``rawQueryString``, which keeps each 
 from typing import Annotated
 from urllib.parse import parse_qs
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-
-from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
 from agent_memory.errors import InvalidInput, UnprocessableInput
 from agent_memory.policy.context import ContextOptions
 from agent_memory.requests import (
     AppName,
+    Body,
     Budget,
     ContextFormat,
     ContextRequest,
     MemoryCount,
     MemoryMinScore,
     MemoryQuery,
+    Query,
     SessionId,
     SystemMessages,
     UserId,

@@ -9,9 +9,7 @@ response would pass the response cap, so a request without paging parameters may
 ``next_token`` (see the README's Limits).
 """
 
-from aws_lambda_powertools.event_handler import Response
-
-from agent_memory.api import create_app, json_response, lambda_entry, yaml_response
+from agent_memory.api import Response, create_app, json_response, lambda_entry, yaml_response
 from agent_memory.composition import services
 from agent_memory.requests import (
     AfterTimestamp,
@@ -24,7 +22,6 @@ from agent_memory.requests import (
     UserId,
 )
 from agent_memory.service.transfer import SessionTransfer
-from agent_memory.yamlio import dump_yaml
 
 app = create_app()
 
@@ -62,6 +59,8 @@ def export_session(
     document = SessionTransfer(services().sessions.store).export_session(app_name, user_id, session_id)
     etag = {"ETag": f'"{document["version"]}"'}
     if format == "yaml":
+        from agent_memory.yamlio import dump_yaml  # PyYAML only for the export that asks for it
+
         return yaml_response(200, dump_yaml(document), etag)
     return json_response(200, document, etag)
 

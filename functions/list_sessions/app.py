@@ -6,9 +6,7 @@ most ``limit`` sessions (1-100, default 20), fewer when their state would pass t
 continues it.
 """
 
-from aws_lambda_powertools.event_handler import Response
-
-from agent_memory.api import create_app, json_response, lambda_entry
+from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
 from agent_memory.requests import AppName, Limit, NextToken, UserId
 

@@ -8,12 +8,9 @@ function could serve it; this one is read-only and already loads the request mod
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
-
-from agent_memory.api import JSON, create_app, json_response, lambda_entry
+from agent_memory.api import JSON, Response, create_app, json_response, lambda_entry
 from agent_memory.composition import preload_embedder, services
-from agent_memory.requests import AppName, MinScore, SearchQuery, SearchRequest, TopK, UserId
+from agent_memory.requests import AppName, Body, MinScore, SearchQuery, SearchRequest, TopK, UserId
 from agent_memory.service.memories import DEFAULT_TOP_K
 
 app = create_app()

@@ -30,7 +30,8 @@ from functools import cached_property
 from typing import Any, cast
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.event_handler import Response as Response  # for the handlers: imported after lean.install
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
@@ -44,7 +45,6 @@ from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
 from .policy import access
 from .requests import UNION_TAGS
-from .yamlio import YAML, content_type_is_yaml, parse_yaml_body
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -131,19 +131,23 @@ class RequestEvent(APIGatewayProxyEventV2):
         text = self.decoded_body
         if not text:
             return None
-        if (
-            content_type_is_yaml(self.headers.get("content-type"))
-            and self.http_method == "POST"
-            and self.path.rstrip("/").endswith(IMPORT_PATH_SUFFIX)
-        ):
-            if not text.strip():
-                return None
-            try:
-                return parse_yaml_body(text)
-            except JsonTooLarge as exc:
-                raise PayloadTooLarge(str(exc), field="body") from exc
-            except JsonRejected as exc:
-                raise InvalidInput(str(exc), field="body") from exc
+        content_type = self.headers.get("content-type")
+        if content_type and "yaml" in content_type.lower():  # PyYAML is imported only when a body may be YAML
+            from .yamlio import content_type_is_yaml, parse_yaml_body
+
+            if (
+                content_type_is_yaml(content_type)
+                and self.http_method == "POST"
+                and self.path.rstrip("/").endswith(IMPORT_PATH_SUFFIX)
+            ):
+                if not text.strip():
+                    return None
+                try:
+                    return parse_yaml_body(text)
+                except JsonTooLarge as exc:
+                    raise PayloadTooLarge(str(exc), field="body") from exc
+                except JsonRejected as exc:
+                    raise InvalidInput(str(exc), field="body") from exc
         return self._json_deserializer(text)
 
     @cached_property
@@ -170,6 +174,8 @@ IMPORT_PATH_SUFFIX = "/sessions/import"
 
 def yaml_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response[str]:
     """A YAML response (``application/yaml``), refused past ``jsonio.RESPONSE_CAP`` as ``json_response`` does."""
+    from .yamlio import YAML
+
     if wire_size(text) > RESPONSE_CAP:
         logger.warning("response over the cap; answered 413", extra={"bytes": wire_size(text), "status": status})
         return error_response(413, "response_too_large", f"the response would take more than {RESPONSE_CAP} bytes")

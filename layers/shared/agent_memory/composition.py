@@ -21,15 +21,10 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import Settings, settings
-from .policy.compaction import CompactionSettings
 from .policy.quotas import Quotas
-from .service.compaction import CompactionService
-from .service.context import ContextService
-from .service.memories import MemoryService
-from .service.sessions import SessionService
 from .stores.ports import (
     ChangeFeed,
     ClaimStore,
@@ -40,6 +35,13 @@ from .stores.ports import (
     SessionStore,
     SweepInvoker,
 )
+
+if TYPE_CHECKING:  # each service is imported when first built: a function imports only the ones it uses
+    from .policy.compaction import CompactionSettings
+    from .service.compaction import CompactionService
+    from .service.context import ContextService
+    from .service.memories import MemoryService
+    from .service.sessions import SessionService
 
 T = TypeVar("T")
 BACKENDS = ("aws", "embedded", "memory")
@@ -231,12 +233,16 @@ class Services:
 
     @property
     def sessions(self) -> SessionService:
+        from .service.sessions import SessionService
+
         return self._once("sessions", lambda: SessionService(self.session_store, self.publisher))
 
     @property
     def context(self) -> ContextService:
         # The memory service (and so the embedder and the memory store) is built only when a context asks for
         # memories or the profile.
+        from .service.context import ContextService
+
         return self._once("context", lambda: ContextService(self.session_store, lambda: self.memories))
 
     @property
@@ -276,6 +282,8 @@ class Services:
     @property
     def compaction(self) -> CompactionService:
         def build() -> CompactionService:
+            from .service.compaction import CompactionService
+
             return CompactionService(self.session_store, self.summarizer, compaction_settings(self.settings))
 
         return self._once("compaction", build)
@@ -316,6 +324,8 @@ class Services:
     @property
     def memories(self) -> MemoryService:
         def build() -> MemoryService:
+            from .service.memories import MemoryService
+
             embedder = self.embedder
             self.preload_embedder()
             return MemoryService(
@@ -332,6 +342,9 @@ class Services:
 
 
 def compaction_settings(cfg: Settings) -> CompactionSettings:
+    """The compaction policy's settings from the deployment's."""
+    from .policy.compaction import CompactionSettings
+
     return CompactionSettings(
         compaction_interval=cfg.compaction_interval,
         overlap_size=cfg.overlap_size,

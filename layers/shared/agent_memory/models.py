@@ -130,6 +130,7 @@ class _AdkModel(BaseModel):
         loc_by_alias=False,  # errors name fields as the API documents them (snake_case)
         ser_json_bytes="base64",
         val_json_bytes="base64",
+        defer_build=True,
     )
 
     @model_validator(mode="before")
@@ -292,7 +293,7 @@ class Session(BaseModel):
     past any bound) and ``jsonio.RawJSON`` kept for verbatim output; a read must never fail on them.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     app_name: str

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+# Body is re-exported for the handlers, which import it from here (after lean.install: agent_memory/__init__.py).
+from aws_lambda_powertools.event_handler.openapi.params import Body as Body
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Query as Query
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -147,7 +150,7 @@ WithProfile = Annotated[bool, Query(description="add what is known about the use
 class _Request(BaseModel):
     """A request body: unknown fields are refused; a field sent under both its spellings is refused."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, loc_by_alias=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, loc_by_alias=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

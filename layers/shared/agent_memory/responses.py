@@ -16,7 +16,7 @@ from .models import Event
 
 
 class _Response(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class ErrorDetail(_Response):
@@ -79,6 +79,10 @@ class EventList(_Response):
     """A batch append's answer: the stored events, in order."""
 
     events: list[Event]
+
+
+AppendAnswer = Event | EventList
+"""The append's answer: the event (one sent) or the list (a batch sent)."""
 
 
 class RecalledMemoryScore(_Response):

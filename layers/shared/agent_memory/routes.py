@@ -18,8 +18,6 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from . import responses as out
-from .models import Event
 from .requests import (
     AfterTimestamp,
     AppendRequest,
@@ -77,12 +75,23 @@ class Route:
     function: str  # the template's logical id of the function serving it
     signature: Callable[..., Any]  # the handler's parameters (its body is never called)
     summary: str
-    responses: dict[int, Any]  # status -> response model or type (None: no content)
+    # status -> response model (by its name in responses.py, imported when asked: see ``responses``) or type
+    # (None: no content)
+    answers: dict[int, Any]
     errors: tuple[int, ...] = ()  # beyond COMMON_ERRORS
     tag: str = "sessions"
     headers: dict[int, dict[str, str]] = field(default_factory=dict)  # status -> response header -> description
     access: str = USER  # one of ACCESS
     writes: bool | None = None  # changes stored data (its caller is logged); None: every method but GET
+
+    @property
+    def responses(self) -> dict[int, Any]:
+        """Status -> response model or type (None: no content). The models are imported here, not with the table:
+        every function reads the table (who may call a route) on its cold start; only the OpenAPI document needs
+        the response models."""
+        from . import responses as out
+
+        return {status: getattr(out, a) if isinstance(a, str) else a for status, a in self.answers.items()}
 
     @property
     def is_write(self) -> bool:
@@ -250,7 +259,7 @@ ROUTES: tuple[Route, ...] = (
         "CreateSessionFunction",
         create_session,
         "Get or create a session (strict create with `If-None-Match: *`)",
-        {201: out.Session, 200: out.Session},
+        {201: "Session", 200: "Session"},
         errors=(409, 429),
         headers={201: _ETAG, 200: _ETAG},
     ),
@@ -260,7 +269,7 @@ ROUTES: tuple[Route, ...] = (
         "ListSessionsFunction",
         list_sessions,
         "List a user's sessions, oldest updated first, state merged, no events",
-        {200: out.SessionPage},
+        {200: "SessionPage"},
     ),
     Route(
         "GET",
@@ -268,7 +277,7 @@ ROUTES: tuple[Route, ...] = (
         "ListSessionsFunction",
         list_app_sessions,
         "List the sessions of every user of an app, state merged, no events",
-        {200: out.SessionPage},
+        {200: "SessionPage"},
         access=ADMIN,
     ),
     Route(
@@ -277,7 +286,7 @@ ROUTES: tuple[Route, ...] = (
         "GetSessionFunction",
         get_user_state,
         "Read a user's state (`user:` keys), without a session",
-        {200: out.UserState},
+        {200: "UserState"},
     ),
     Route(
         "GET",
@@ -285,7 +294,7 @@ ROUTES: tuple[Route, ...] = (
         "GetSessionFunction",
         get_app_state,
         "Read an app's state (`app:` keys)",
-        {200: out.AppState},
+        {200: "AppState"},
         access=APP,
     ),
     Route(
@@ -294,7 +303,7 @@ ROUTES: tuple[Route, ...] = (
         "GetSessionFunction",
         get_session,
         "Read a session: one page of events, state merged",
-        {200: out.Session},
+        {200: "Session"},
         errors=(404,),
         headers={200: _ETAG},
     ),
@@ -305,7 +314,7 @@ ROUTES: tuple[Route, ...] = (
         "AppendEventFunction",
         append_event,
         "Append one event or a batch `{events: [...]}`, idempotent by event id",
-        {201: Event | out.EventList, 200: Event | out.EventList},
+        {201: "AppendAnswer", 200: "AppendAnswer"},
         errors=(404, 409, 412, 429),
         headers={201: _ETAG, 200: _ETAG},
     ),
@@ -315,7 +324,7 @@ ROUTES: tuple[Route, ...] = (
         "DeleteEventsFunction",
         delete_event,
         "Delete one event with its tool-call partners and the summaries that covered them",
-        {200: out.DeletedEvents},
+        {200: "DeletedEvents"},
         errors=(404, 409, 412),
         headers={200: _ETAG},
     ),
@@ -325,7 +334,7 @@ ROUTES: tuple[Route, ...] = (
         "DeleteEventsFunction",
         clear_events,
         "Clear a session's events, or rewind it (`before_seq`, `before_invocation_id`)",
-        {200: out.ClearedEvents},
+        {200: "ClearedEvents"},
         errors=(404, 409, 412),
         headers={200: _ETAG},
     ),
@@ -336,7 +345,7 @@ ROUTES: tuple[Route, ...] = (
         get_context,
         "The messages to send a model next, within budgets; with base system messages, recalled memories and the "
         "user's profile when asked",
-        {200: out.ContextResponse},
+        {200: "ContextResponse"},
         errors=(404,),
     ),
     Route(
@@ -345,7 +354,7 @@ ROUTES: tuple[Route, ...] = (
         "GetContextFunction",
         post_context,
         "The context, its parameters in a JSON body (for base system prompts too long for a URL); reads only",
-        {200: out.ContextResponse},
+        {200: "ContextResponse"},
         errors=(404,),
         writes=False,
     ),
@@ -355,7 +364,7 @@ ROUTES: tuple[Route, ...] = (
         "CompactSessionFunction",
         compact_session,
         "Compact a session now",
-        {200: out.CompactResponse},
+        {200: "CompactResponse"},
         errors=(404, 502, 504),
     ),
     # --- export / import and the memo ---
@@ -365,7 +374,7 @@ ROUTES: tuple[Route, ...] = (
         "GetSessionFunction",
         export_session,
         "Export a whole session (state, memo, every event with its seq, summaries) as JSON or YAML",
-        {200: out.SessionExport},
+        {200: "SessionExport"},
         errors=(404,),
         headers={200: _ETAG},
     ),
@@ -375,7 +384,7 @@ ROUTES: tuple[Route, ...] = (
         "CreateSessionFunction",
         import_session,
         "Import an exported session (JSON, or YAML with `Content-Type: application/yaml`), all or nothing",
-        {201: out.Session},
+        {201: "Session"},
         errors=(409, 429),
         headers={201: _ETAG},
     ),
@@ -385,7 +394,7 @@ ROUTES: tuple[Route, ...] = (
         "GetSessionFunction",
         get_memo,
         "Read a session's memo",
-        {200: out.MemoResponse},
+        {200: "MemoResponse"},
         errors=(404,),
     ),
     Route(
@@ -394,7 +403,7 @@ ROUTES: tuple[Route, ...] = (
         "AppendEventFunction",
         put_memo,
         "Replace a session's memo (a JSON object, at most 64 KB; the version does not move)",
-        {200: out.MemoResponse},
+        {200: "MemoResponse"},
         errors=(404,),
     ),
     Route(
@@ -403,7 +412,7 @@ ROUTES: tuple[Route, ...] = (
         "SaveMemoriesFunction",
         save_memories,
         "Save to long-term memory: a session's events by policy, explicit events, or texts",
-        {200: out.SaveResult},
+        {200: "SaveResult"},
         errors=(404, 429, 502, 504),
         tag="memories",
     ),
@@ -413,7 +422,7 @@ ROUTES: tuple[Route, ...] = (
         "SearchMemoriesFunction",
         search_post,
         "Search a user's memories",
-        {200: out.SearchResponse},
+        {200: "SearchResponse"},
         tag="memories",
         writes=False,
     ),
@@ -423,7 +432,7 @@ ROUTES: tuple[Route, ...] = (
         "SearchMemoriesFunction",
         search_get,
         "Search a user's memories (query parameters)",
-        {200: out.SearchResponse},
+        {200: "SearchResponse"},
         tag="memories",
     ),
     Route(
@@ -432,7 +441,7 @@ ROUTES: tuple[Route, ...] = (
         "SearchMemoriesFunction",
         get_profile,
         "What is known about a user: the facts their memories state, with the memories each came from",
-        {200: out.Profile},
+        {200: "Profile"},
         tag="memories",
     ),
     Route(

@@ -52,8 +52,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
-
 from ..aws import WRITE_BUDGET_S, capacity_error, error_code
 from ..errors import (
     AlreadyExists,
@@ -1412,6 +1410,9 @@ class DynamoSessionStore:
         """New events among a batch of the table's stream records (others skipped), in record order: INSERTs of
         event items (``V#…``), compaction events included, each read as ``read_events`` reads it (offloaded
         bodies from S3; an S3 fault gives a Change marked ``unread``, for the caller to retry that session only)."""
+        # Imported here: only the stream's reader needs it, not the API functions' cold start.
+        from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
+
         found: list[Change] = []
         for record in DynamoDBStreamEvent({"Records": records}).records:
             stream = record.dynamodb
