@@ -401,11 +401,12 @@ class StreamBatcher:
                 if count == self.batch_size:
                     reason = "count"
                     break
-            closes = {
-                "window": opened + self.window_s,
-                "count": self.pending[count - 1][0],
-                "payload": self.pending[count][0],
-            }[reason]
+            if reason == "window":
+                closes = opened + self.window_s
+            elif reason == "count":
+                closes = self.pending[count - 1][0]
+            else:  # the record that does not fit arrives
+                closes = self.pending[count][0]
             if now < closes and not flush:
                 return  # still open: later records may join it
             batch = [r for _, _, r in self.pending[:count]]
@@ -502,10 +503,16 @@ def run(
             sweeper = load_handler(sweep)
             timeout_s = float(template["Resources"][mapping.function]["Properties"].get("Timeout", 300))
 
-            def drain_stream(now: float, flush: bool) -> None:
+            def read_stream(now: float) -> None:
+                """Hand the stream's new records to the mapping, each at the time of its append (a compaction
+                event the sweep appended: ``now``, the sweep's time)."""
                 for record in read_to_end(streams, arn, iterators, mapping.pattern):
                     session = record["dynamodb"]["Keys"]["PK"]["S"].rsplit("#", 1)[-1]
-                    batcher.add(appended_at[session].pop(0), record)
+                    times = appended_at[session]
+                    batcher.add(times.pop(0) if times else now, record)
+
+            def drain_stream(now: float, flush: bool) -> None:
+                read_stream(now)
                 for batch in batcher.due(now, flush):
                     context = LambdaContext(function_name=mapping.function, memory_limit_in_mb=1024)
                     context.deadline = time.time() + timeout_s
@@ -515,12 +522,13 @@ def run(
                     batch_sizes.append(len(batch))
                     batch_users.append(len({r["dynamodb"]["Keys"]["PK"]["S"] for r in batch}))
 
-            def run_sweep() -> None:
+            def run_sweep(now: float) -> None:
                 event = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
                 context = LambdaContext(function_name=sweep.function, deadline=time.time() + 300)
                 with meter.invocation("sweep", memory_mb(template, sweep.function)):
                     report = sweeper(event, context)
                 assert not report["failed"], report
+                read_stream(now)  # the compaction events it appended
 
             base = "/apps/{app_name}/users/{user_id}/sessions"
             for s in range(sessions):
@@ -546,16 +554,16 @@ def run(
                         turn(s, t, (t + s / sessions) * TURN_INTERVAL_S)
                     drain_stream((t + 1) * TURN_INTERVAL_S, flush=False)
                     if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                        run_sweep()
+                        run_sweep((t + 1) * TURN_INTERVAL_S)
             else:
                 for s in range(sessions):
                     for t in range(turns):
                         turn(s, t, (s * turns + t) * TURN_INTERVAL_S)
                         drain_stream((s * turns + t + 1) * TURN_INTERVAL_S, flush=False)
                         if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                            run_sweep()
+                            run_sweep((s * turns + t + 1) * TURN_INTERVAL_S)
             drain_stream(math.inf, flush=True)
-            run_sweep()
+            run_sweep(math.inf)
             BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
             storage = measure_storage(raw, clients["s3"], table_keys, indexes)
     finally:
