@@ -2,8 +2,8 @@
 
 The feed is the table's stream in AWS and the SQLite outbox when embedded; the store's adapter turns its
 records into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records
-arrive in batches (the event source mapping's batch size and batching window play the role of "every 60
-seconds or every 10 events"). Events are grouped by session, the sessions by user, and each user's are
+arrive in batches (the event source mapping's batch size and batching window: by default up to 1000 records
+gathered for at most 300 s, so that a user's save holds several of their turns). Events are grouped by session, the sessions by user, and each user's are
 saved in one write of their memory through the same path as the save route, sharing its idempotency record.
 A user whose save fails has their records reported as batch item failures (a session whose events cannot
 be read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
