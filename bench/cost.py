@@ -4,8 +4,12 @@
 
 A typical workload goes through the template's handlers (``local.server.LocalApi``, moto in process): sessions
 created with ~200 B of state, then chat turns (a user event and an assistant reply of ~300 characters each, one
-append per event), the sessions interleaved as many users' conversations are. Auto-save reads the table's
-stream (the template's filter, batches of ``AutoSaveBatchSize``) and the compaction sweep runs every
+append per event), the sessions interleaved as many users' conversations are. The workload has a clock: each
+session takes a turn every ``TURN_INTERVAL_S`` (interleaved: the sessions' turns spread evenly over it), and each
+stream record is stamped with the time of its append. Auto-save reads the table's stream (the template's filter)
+through a model of the event source mapping (``StreamBatcher``): a batch closes when it holds
+``AutoSaveBatchSize`` records, when ``AutoSaveBatchingWindowSeconds`` have passed since its first record, or when
+the next record would take its payload past Lambda's 6 MB, whichever comes first. The compaction sweep runs every
 ``SWEEP_EVERY_TURNS`` turns of each session (the 5-minute schedule at one turn per ``TURN_INTERVAL_S``).
 
 Every AWS request is counted per handler with botocore hooks; the units are computed from what was written:
@@ -73,6 +77,7 @@ PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation
 TURN_INTERVAL_S = 30  # a user turn (and its reply) per session every 30 s
 SWEEP_EVERY_TURNS = 300 // TURN_INTERVAL_S  # the 5-minute CompactionSchedule
 TEXT_CHARS = 300
+PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024  # a synchronous invocation's payload: a stream batch closes before passing it
 
 S3_PUT_TIER = {"PutObject", "CopyObject", "DeleteObjects", "ListObjectVersions", "ListObjectsV2", "ListObjects"}
 S3_FREE = {"DeleteObject"}
@@ -359,6 +364,57 @@ class CountingSink(io.TextIOBase):
         return len(s)
 
 
+# --- the stream's event source mapping, on the workload's clock ----------------------------------------------
+
+
+@dataclass
+class StreamBatcher:
+    """Lambda's batching of a stream shard, on the workload's clock: a batch opens with its first record and
+    closes when it holds ``batch_size`` records, when ``window_s`` have passed since that record, or when the
+    next record would take the invocation's payload past ``PAYLOAD_LIMIT_BYTES``, whichever comes first. (One
+    batch at a time per shard, as with ``ParallelizationFactor`` 1: the function's own run time, seconds against
+    a window of minutes, is left out.)"""
+
+    batch_size: int
+    window_s: float
+    pending: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)  # (time, payload bytes, record)
+    closed_by: Counter[str] = field(default_factory=Counter)
+    payload_bytes: int = 0  # of every record added
+
+    def add(self, at: float, record: dict[str, Any]) -> None:
+        nbytes = len(json.dumps(record)) + 2
+        self.payload_bytes += nbytes
+        self.pending.append((at, nbytes, record))
+
+    def due(self, now: float, flush: bool = False) -> Iterator[list[dict[str, Any]]]:
+        """The batches that have closed by ``now`` (with ``flush``, the last one too, as its window would)."""
+        while self.pending:
+            opened = self.pending[0][0]
+            count, size, reason = 0, len('{"Records": []}'), "window"
+            for at, nbytes, _ in self.pending:
+                if at > opened + self.window_s:
+                    break
+                if size + nbytes > PAYLOAD_LIMIT_BYTES:
+                    reason = "payload"
+                    break
+                count, size = count + 1, size + nbytes
+                if count == self.batch_size:
+                    reason = "count"
+                    break
+            if reason == "window":
+                closes = opened + self.window_s
+            elif reason == "count":
+                closes = self.pending[count - 1][0]
+            else:  # the record that does not fit arrives
+                closes = self.pending[count][0]
+            if now < closes and not flush:
+                return  # still open: later records may join it
+            batch = [r for _, _, r in self.pending[:count]]
+            del self.pending[:count]
+            self.closed_by[reason if now >= closes else "end of run"] += 1
+            yield batch
+
+
 # --- the workload -----------------------------------------------------------------------------------------------
 
 
@@ -380,7 +436,12 @@ def state_of(size: int) -> dict[str, Any]:
 
 
 def run(
-    sessions: int, turns: int, state_bytes: int, interleaved: bool, batch_size: int | None = None
+    sessions: int,
+    turns: int,
+    state_bytes: int,
+    interleaved: bool,
+    batch_size: int | None = None,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
     """Drive the workload through the handlers; return every component's usage and the storage left behind."""
     import boto3
@@ -397,6 +458,8 @@ def run(
     api = LocalApi(template)
     route_function = {(r.method, r.path): r.function for r in routes(template)}
     batch = {"AutoSaveBatchSize": str(batch_size)} if batch_size else {}
+    if window_s is not None:
+        batch["AutoSaveBatchingWindowSeconds"] = str(window_s)
     (mapping,) = stream_mappings(template, names | batch)
     (sweep,) = schedules(template, names)
     table_keys, indexes = table_indexes(template)
@@ -432,27 +495,40 @@ def run(
 
             arn = clients["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
             iterators: dict[str, str] = {}
-            pending: list[dict[str, Any]] = []
+            batcher = StreamBatcher(mapping.batch_size, mapping.window_s)
+            appended_at: dict[str, list[float]] = defaultdict(list)  # session id -> its appends' workload times
+            batch_sizes: list[int] = []
+            batch_users: list[int] = []
             autosave = load_handler(mapping)
             sweeper = load_handler(sweep)
+            timeout_s = float(template["Resources"][mapping.function]["Properties"].get("Timeout", 300))
 
-            def drain_stream(flush: bool) -> None:
-                pending.extend(read_to_end(streams, arn, iterators, mapping.pattern))
-                while len(pending) >= mapping.batch_size or (flush and pending):
-                    batch = pending[: mapping.batch_size]
-                    del pending[: mapping.batch_size]
+            def read_stream(now: float) -> None:
+                """Hand the stream's new records to the mapping, each at the time of its append (a compaction
+                event the sweep appended: ``now``, the sweep's time)."""
+                for record in read_to_end(streams, arn, iterators, mapping.pattern):
+                    session = record["dynamodb"]["Keys"]["PK"]["S"].rsplit("#", 1)[-1]
+                    times = appended_at[session]
+                    batcher.add(times.pop(0) if times else now, record)
+
+            def drain_stream(now: float, flush: bool) -> None:
+                read_stream(now)
+                for batch in batcher.due(now, flush):
                     context = LambdaContext(function_name=mapping.function, memory_limit_in_mb=1024)
-                    context.deadline = time.time() + 300
+                    context.deadline = time.time() + timeout_s
                     with meter.invocation("autosave", memory_mb(template, mapping.function)):
                         result = autosave({"Records": batch}, context)
                     assert result == {"batchItemFailures": []}, result
+                    batch_sizes.append(len(batch))
+                    batch_users.append(len({r["dynamodb"]["Keys"]["PK"]["S"] for r in batch}))
 
-            def run_sweep() -> None:
+            def run_sweep(now: float) -> None:
                 event = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
                 context = LambdaContext(function_name=sweep.function, deadline=time.time() + 300)
                 with meter.invocation("sweep", memory_mb(template, sweep.function)):
                     report = sweeper(event, context)
                 assert not report["failed"], report
+                read_stream(now)  # the compaction events it appended
 
             base = "/apps/{app_name}/users/{user_id}/sessions"
             for s in range(sessions):
@@ -460,8 +536,9 @@ def run(
                 call("create", "POST", f"/apps/chat/users/u{s}/sessions", base, body, 201)
             events_path = base + "/{session_id}/events"
 
-            def turn(s: int, t: int) -> None:
+            def turn(s: int, t: int, at: float) -> None:
                 for author, role in (("user", "user"), ("assistant", "model")):
+                    appended_at[f"s{s}"].append(at)
                     event = {
                         "author": author,
                         "invocation_id": f"inv-{t}",
@@ -469,22 +546,24 @@ def run(
                     }
                     call("append", "POST", f"/apps/chat/users/u{s}/sessions/s{s}/events", events_path, event, 201)
 
+            # The workload's clock: a session takes a turn every TURN_INTERVAL_S; interleaved, the sessions' turns
+            # are spread evenly over that interval, one after another, each session's turns follow each other.
             if interleaved:
                 for t in range(turns):
                     for s in range(sessions):
-                        turn(s, t)
-                    drain_stream(flush=False)
+                        turn(s, t, (t + s / sessions) * TURN_INTERVAL_S)
+                    drain_stream((t + 1) * TURN_INTERVAL_S, flush=False)
                     if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                        run_sweep()
+                        run_sweep((t + 1) * TURN_INTERVAL_S)
             else:
                 for s in range(sessions):
                     for t in range(turns):
-                        turn(s, t)
-                        drain_stream(flush=False)
+                        turn(s, t, (s * turns + t) * TURN_INTERVAL_S)
+                        drain_stream((s * turns + t + 1) * TURN_INTERVAL_S, flush=False)
                         if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                            run_sweep()
-            drain_stream(flush=True)
-            run_sweep()
+                            run_sweep((s * turns + t + 1) * TURN_INTERVAL_S)
+            drain_stream(math.inf, flush=True)
+            run_sweep(math.inf)
             BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
             storage = measure_storage(raw, clients["s3"], table_keys, indexes)
     finally:
@@ -496,6 +575,14 @@ def run(
         "interleaved": interleaved,
         "usage": {name: _usage_json(u) for name, u in meter.usage.items() if name != "setup"},
         "storage": storage,
+        "autosave_batches": {
+            "batch_size": mapping.batch_size,
+            "window_s": mapping.window_s,
+            "records": batch_sizes,
+            "sessions": batch_users,
+            "closed_by": dict(batcher.closed_by),
+            "payload_bytes": batcher.payload_bytes,
+        },
         "memory_mb": {
             "append": memory_mb(template, "AppendEventFunction"),
             "autosave": memory_mb(template, mapping.function),
@@ -621,8 +708,27 @@ def _per_event(result: dict[str, Any], name: str) -> str:
     )
 
 
+def _batches(result: dict[str, Any]) -> str:
+    """How the stream mapping cut the auto-save batches."""
+    b = result["autosave_batches"]
+    records, sessions = b["records"], b["sessions"]
+    n = max(1, len(records))
+    closed = ", ".join(f"{k} {v}" for k, v in sorted(b["closed_by"].items()))
+    return (
+        f"auto-save batches (BatchSize {b['batch_size']}, window {b['window_s']:g} s): {len(records)}, "
+        f"{sum(records) / n:.1f} records and {sum(sessions) / n:.1f} sessions each, "
+        f"{sum(records) / max(1, sum(sessions)):.2f} records per session a save, "
+        f"{b['payload_bytes'] / max(1, sum(records)):.0f} B of payload a record; closed by {closed}"
+    )
+
+
 def run_variant(
-    sessions: int, turns: int, state_bytes: int, interleaved: bool, batch_size: int | None = None
+    sessions: int,
+    turns: int,
+    state_bytes: int,
+    interleaved: bool,
+    batch_size: int | None = None,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
     """One workload in a fresh interpreter (its own moto, caches and handler modules)."""
     spec = json.dumps(
@@ -632,6 +738,7 @@ def run_variant(
             "state_bytes": state_bytes,
             "interleaved": interleaved,
             "batch_size": batch_size,
+            "window_s": window_s,
         }
     )
     out = subprocess.run(
@@ -651,6 +758,10 @@ def main() -> None:
     parser.add_argument(
         "--autosave-batch-size", type=int, help="also price auto-save with this AutoSaveBatchSize (a lever)"
     )
+    parser.add_argument(
+        "--autosave-window", type=float, help="also price auto-save with this AutoSaveBatchingWindowSeconds (a lever)"
+    )
+    parser.add_argument("--only-default", action="store_true", help="the default workload's table only")
     args = parser.parse_args()
     if args.variant:
         spec = json.loads(args.variant)
@@ -667,24 +778,29 @@ def main() -> None:
     print(f"| **total** | **{sum(costs.values()):.2f}** |\n")
     for line in ("append", "autosave", "sweep"):
         print(_per_event(base, line))
+    print(_batches(base))
     print()
     lines: list[tuple[str, dict[str, Any]]] = []
-    for label, (state, interleaved) in {
-        "one session per auto-save batch (200 B state)": (200, False),
-        "4 KB of session state": (4096, True),
-        "40 KB of session state": (40960, True),
-    }.items():
-        other = run_variant(args.sessions, args.turns, state, interleaved)
-        lines.append((label, other))
-    if args.autosave_batch_size:
-        label = f"auto-save batches of {args.autosave_batch_size} (AutoSaveBatchSize)"
-        lines.append((label, run_variant(args.sessions, args.turns, 200, True, args.autosave_batch_size)))
+    variants: dict[str, tuple[int, bool, int | None, float | None]] = {
+        "one session per auto-save batch (200 B state)": (200, False, None, None),
+        "4 KB of session state": (4096, True, None, None),
+        "40 KB of session state": (40960, True, None, None),
+        "the old auto-save default (AutoSaveBatchSize 10, window 60 s)": (200, True, 10, 60.0),
+    }
+    if args.only_default:
+        variants = {}
+    if args.autosave_batch_size or args.autosave_window is not None:
+        label = f"AutoSaveBatchSize {args.autosave_batch_size}, window {args.autosave_window} s"
+        variants[label] = (200, True, args.autosave_batch_size, args.autosave_window)
+    for label, (state, interleaved, size, window) in variants.items():
+        lines.append((label, run_variant(args.sessions, args.turns, state, interleaved, size, window)))
     for label, other in lines:
         c = component_costs(other)
         wru = sum(other["usage"]["append"]["wru"].values()) / other["appended"]
         print(
             f"{label}: total {sum(c.values()):.2f} USD per 1M appended events (append DynamoDB "
-            f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save S3 {c['auto-save S3 requests']:.2f})"
+            f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save Lambda {c['auto-save Lambda']:.2f}, "
+            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}); {_batches(other)}"
         )
     ddb_gb, s3_gb, usd = storage_per_month(base)
     s = base["storage"]

@@ -17,7 +17,7 @@ from tests.conftest import BUCKET
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, stream_records
 
-from .injector import FaultInjector, Reply, s3_error
+from .injector import FaultInjector, Reply, s3_error, throttle
 from .test_memory_faults import claims, on_key, save, texts, versions
 
 
@@ -292,3 +292,129 @@ def test_every_few_merges_sweep_the_orphans_a_dead_save_left(
     assert manifest_of(aws, "alice")["m"] == 2
     assert_no_stray_part(aws, "alice")
     assert len(texts(api, "kites")) == 18
+
+
+# --- large batches (the window cuts them): hundreds of records, many users, faults in the middle -----------------
+
+
+class Killed(BaseException):
+    """Lambda stopping the function at its timeout: nothing in the function catches it (not an ``Exception``)."""
+
+
+USERS = [f"u{i}" for i in range(25)]
+
+
+def window_of_turns(api: Api, aws: dict[str, Any], rounds: int = 2, per_round: int = 4) -> list[dict[str, Any]]:
+    """A window's worth of the stream: ``rounds`` appends of ``per_round`` turns by each of 25 users in turn
+    (200 records), as many users' conversations interleave in one shard."""
+    for user in USERS:
+        api.create(session_id=f"s-{user}", user=user)
+    for r in range(rounds):
+        for user in USERS:
+            events = [
+                text_event(f"{user} fact {r * per_round + i} about kites", id=f"{user}-{r}-{i}")
+                for i in range(per_round)
+            ]
+            assert api.append(f"s-{user}", {"events": events}, user=user).status in {200, 201}
+    records = event_records(aws)
+    assert len(records) == len(USERS) * rounds * per_round
+    return records
+
+
+def from_first_failed(records: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Lambda hands over again after a partial failure: every record from the first failed one on."""
+    failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+    return records[min(i for i, r in enumerate(records) if r["dynamodb"]["SequenceNumber"] in failed) :]
+
+
+def assert_every_user_stored_once(aws: dict[str, Any], rounds: int = 2, per_round: int = 4) -> None:
+    for user in USERS:
+        held = records_of(aws, user)  # each id once
+        assert sorted(r.text for r in held.values()) == sorted(
+            f"{user} fact {n} about kites" for n in range(rounds * per_round)
+        ), user
+        assert_no_stray_part(aws, user)
+
+
+def on_claims_of(user: str) -> Callable[[Any], bool]:
+    return lambda request: f"M#app#{user}".encode() in (request.body or b"")
+
+
+def test_a_large_batch_with_a_throttle_mid_batch_fails_only_the_throttled_users_records(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    records = window_of_turns(api, aws)
+    faults.fail("PutItem", throttle(), times=-1, when=on_claims_of("u12"))  # past botocore's retries
+    result = autosave(records)
+    faults.clear()
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == sequences(records, "u12")
+    assert named(aws, "u12") == [] and claims(aws, "u12") == {}
+    for user in USERS[:12] + USERS[13:]:
+        assert len(records_of(aws, user)) == 8 and set(claims(aws, user).values()) == {True}
+    assert autosave(from_first_failed(records, result)) == {"batchItemFailures": []}
+    assert_every_user_stored_once(aws)
+    assert set(claims(aws, "u12").values()) == {True}
+
+
+def test_a_large_batch_with_an_s3_error_on_one_users_save_fails_exactly_that_user(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    records = window_of_turns(api, aws)
+    faults.fail("PutObject", s3_error(), times=-1, when=on_key("/u7/parts/"))
+    result = autosave(records)
+    faults.clear()
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == sequences(records, "u7")
+    assert named(aws, "u7") == [] and part_versions(aws, "u7") == [] and claims(aws, "u7") == {}
+    assert autosave(from_first_failed(records, result)) == {"batchItemFailures": []}
+    assert_every_user_stored_once(aws)
+
+
+def test_a_large_batch_stopped_by_the_timeout_after_a_users_write_applied_loses_and_doubles_nothing(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    records = window_of_turns(api, aws)
+
+    def die_after(apply: Callable[[], Any], _event: str, _request: Any) -> Any:
+        apply()  # u9's manifest is written ...
+        raise Killed  # ... and the function is stopped before it hears back (or commits u9's claims)
+
+    faults.add("PutObject", die_after, times=1, when=on_key("/u9/manifest.json"))
+    with pytest.raises(Killed):
+        autosave(records)
+    assert len(records_of(aws, "u9")) == 8 and set(claims(aws, "u9").values()) == {False}  # landed, not committed
+    assert named(aws, "u10") == [] and claims(aws, "u10") == {}
+    # Lambda retries the whole batch (bisected or not): the saved users' records are skipped by their claims, u9's
+    # by their claims (held) over records that landed, the rest stored
+    assert autosave(records) == {"batchItemFailures": []}
+    assert_every_user_stored_once(aws)
+    for user in USERS[:9] + USERS[10:]:
+        assert set(claims(aws, user).values()) == {True}
+
+
+def test_a_large_batch_the_function_has_no_time_left_for_hands_the_rest_over_again(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """Through the handler: its Lambda context's remaining time falls with each user's manifest written (as a
+    batch of many users would use up 300 s); the users it has no time for are reported, none is stopped mid-save."""
+    from local.apigw import LambdaContext
+    from local.streams import stream_mappings
+    from local.template import load_handler, load_template
+
+    records = window_of_turns(api, aws)
+    requests = Requests(faults)
+
+    class Clock(LambdaContext):
+        def get_remaining_time_in_millis(self) -> int:
+            return 300_000 - 25_000 * requests.count("PutObject", "/manifest.json")
+
+    (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "1000", "AutoSaveBatchingWindowSeconds": "300"})
+    result = load_handler(mapping)({"Records": records}, Clock())
+    # ten saves leave 50 s, under the 60 s a save is started with: u10 on are reported, all their records
+    saved = {u for u in USERS if named(aws, u)}
+    assert saved == set(USERS[:10])
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == set().union(
+        *(sequences(records, u) for u in USERS[10:])
+    )
+    assert all(claims(aws, u) == {} for u in USERS[10:])  # none left holding claims
+    assert autosave(from_first_failed(records, result)) == {"batchItemFailures": []}
+    assert_every_user_stored_once(aws)

@@ -105,3 +105,46 @@ def test_an_unread_event_fails_only_its_session() -> None:
         "I live in Oslo",
     ]
     assert memories.adds.count("alice") == 1
+
+
+# --- large batches: no save is started too close to the function's timeout ------------------------------------
+
+
+def many_users(users: int, turns: int) -> list[Change]:
+    """A window's batch: ``turns`` turns of each user, interleaved as the stream delivers them."""
+    return [change(f"u{u}", f"s{u}", t, f"fact {t} of user {u}") for t in range(1, turns + 1) for u in range(users)]
+
+
+def test_a_batch_stops_starting_saves_before_the_timeout_and_fails_exactly_the_users_not_reached() -> None:
+    memories = CountingMemories()
+    batch = many_users(users=6, turns=5)
+    # 300 s at the start; a save takes 85 s of it, so after three the reserve (60 s) is not left for a fourth
+    clock = {"left": 300.0}
+
+    def time_left() -> float:
+        return clock["left"] - 85.0 * len(memories.adds)
+
+    result = handle_changes(batch, service(memories), no_history, "default", time_left)
+    assert memories.adds == ["u0", "u1", "u2"]
+    assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == {
+        c.sequence for c in batch if c.key.user_id in {"u3", "u4", "u5"}
+    }
+    # Lambda hands over again from the first failed record on: the saved users' later records are skipped (their
+    # claims), the others stored, each once
+    first = min(i for i, c in enumerate(batch) if c.key.user_id == "u3")
+    memories.adds.clear()
+    assert handle_changes(batch[first:], service(memories), no_history, "default", lambda: 300.0) == {
+        "batchItemFailures": []
+    }
+    for u in range(6):
+        assert sorted(r.text for r in memories.view("app", f"u{u}").records.values()) == [
+            f"fact {t} of user {u}" for t in range(1, 6)
+        ]
+
+
+def test_a_short_invocation_keeps_a_share_of_its_time_not_the_whole_reserve() -> None:
+    """A local emulation's context starts with 29 s: the first users are saved, not every one failed at once."""
+    memories = CountingMemories()
+    batch = many_users(users=3, turns=2)
+    assert handle_changes(batch, service(memories), no_history, "default", lambda: 29.0) == {"batchItemFailures": []}
+    assert sorted(memories.adds) == ["u0", "u1", "u2"]

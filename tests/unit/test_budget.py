@@ -88,7 +88,7 @@ def test_every_function_fits_its_model_budget_in_its_timeout() -> None:
             assert "lambda_entry(app)" in code, logical_id  # which opens the REQUEST budget per request
         else:
             assert BACKGROUND.total_s + budget.SWEEP_RESERVE_S <= timeout, logical_id
-            assert "budget.invocation(context, budget.BACKGROUND)" in code, logical_id
+            assert "budget.invocation(context, budget.BACKGROUND" in code, logical_id  # auto-save adds reserve_s
 
 
 def test_outside_an_invocation_the_request_budget_applies_without_a_deadline() -> None:

@@ -34,3 +34,32 @@ def test_a_sparse_index_holds_only_items_with_its_keys() -> None:
     marked = session | {"due": {"S": "DUE#1"}, "due_since": {"N": "5"}}
     assert due.entry(marked, ("PK", "SK")) == {k: v for k, v in marked.items() if k != "version"}
     assert item_kind(session) == "session" and item_kind({"SK": {"S": "V#e1"}}) == "event"
+
+
+def _record(i: int, size: int = 100) -> dict[str, object]:
+    return {"n": i, "pad": "x" * size}
+
+
+def test_the_stream_batcher_closes_a_batch_by_count_window_or_payload_whichever_first() -> None:
+    from bench.cost import PAYLOAD_LIMIT_BYTES, StreamBatcher
+
+    # by the count: 3 records arrive in a second, the batch of 3 closes when the third does
+    b = StreamBatcher(batch_size=3, window_s=300)
+    for i in range(4):
+        b.add(i * 0.5, _record(i))
+    assert [[r["n"] for r in batch] for batch in b.due(now=2.0)] == [[0, 1, 2]]
+    # by the window: the 4th record's batch stays open until 300 s after it, then closes with what came
+    b.add(100.0, _record(4))
+    assert list(b.due(now=300.0)) == []
+    assert [[r["n"] for r in batch] for batch in b.due(now=301.5)] == [[3, 4]]
+    # a record past the window opens the next batch
+    b = StreamBatcher(batch_size=1000, window_s=60)
+    for at in (0.0, 30.0, 61.0):
+        b.add(at, _record(int(at)))
+    assert [[r["n"] for r in batch] for batch in b.due(now=200.0)] == [[0, 30], [61]]
+    # by the payload: records of ~1 MB, six do not fit in 6 MB
+    b = StreamBatcher(batch_size=1000, window_s=300)
+    for i in range(7):
+        b.add(float(i), _record(i, size=PAYLOAD_LIMIT_BYTES // 6))
+    assert [len(batch) for batch in b.due(now=6.0)] == [5]
+    assert b.closed_by == {"payload": 1}

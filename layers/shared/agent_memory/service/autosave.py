@@ -2,14 +2,20 @@
 
 The feed is the table's stream in AWS and the SQLite outbox when embedded; the store's adapter turns its
 records into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records
-arrive in batches (the event source mapping's batch size and batching window play the role of "every 60
-seconds or every 10 events"). Events are grouped by session, the sessions by user, and each user's are
+arrive in batches (the event source mapping's batch size and batching window: by default up to 1000 records
+gathered for at most 300 s, so that a user's save holds several of their turns). Events are grouped by session, the sessions by user, and each user's are
 saved in one write of their memory through the same path as the save route, sharing its idempotency record.
 A user whose save fails has their records reported as batch item failures (a session whose events cannot
 be read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
 that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a
 save that failed after its records landed). An event whose stored timestamp no datetime holds (old data) is
 dated by the save time, so it never makes every later batch of its session fail.
+
+Batches are large (the mapping's window, not its count, cuts them: several turns of each user per save), so a
+batch can hold more users than one invocation saves in its time: no user's save is started with less than
+``SAVE_RESERVE_S`` left before the function's timeout. The users not reached are reported as batch item
+failures, and Lambda hands their records over again (with the later records of users already saved, which
+their claims skip), instead of the function being stopped in the middle of a save.
 """
 
 from __future__ import annotations
@@ -31,15 +37,25 @@ logger = logging.getLogger(__name__)
 # reads of doubling size (4, 8, …), made only while the events read hold fewer than ``CONTEXT_TURNS`` kept turns.
 LOOKBACK_EVENTS = 50
 
+# No user's save starts with less time than this left before the function's timeout: one save's writes after its
+# model calls (a claim, the manifest read, the part, the manifest, the commit: each botocore's 3 attempts of a 1 s
+# connect and 3 s read at worst) fit in it, and the handler ends model calls ``functions/autosave``'s reserve
+# before the timeout. A save the function were stopped in would hold its claims until they go stale. An invocation
+# given less time than the function's 300 s (a local emulation's context) keeps a fifth of what it started with.
+SAVE_RESERVE_S = 60.0
+SAVE_RESERVE_SHARE = 0.2
+
 
 def handle_changes(
     changes: list[Change],
     service: MemoryService,
     read_events: Callable[[SessionKey, EventQuery], list[dict[str, Any]]],
     policy_value: str | dict[str, Any],
+    time_left_s: Callable[[], float | None] | None = None,
 ) -> dict[str, list[dict[str, str]]]:
     """Save the new events of a change-feed batch (the store's adapter parsed its records into ``Change``s);
-    return the Lambda partial-batch response."""
+    return the Lambda partial-batch response. ``time_left_s`` tells the seconds left before the function's
+    timeout (None: no deadline): the users a save could not start for in time are reported failed."""
     if policy_value == "off":
         return {"batchItemFailures": []}
     policy = parse_policy(policy_value)
@@ -50,7 +66,15 @@ def handle_changes(
     for key in groups:
         users.setdefault((key.app_name, key.user_id), []).append(key)
     failures: list[dict[str, str]] = []
+    out_of_time = 0
+    started_with = time_left_s() if time_left_s is not None else None
+    reserve = None if started_with is None else min(SAVE_RESERVE_S, SAVE_RESERVE_SHARE * started_with)
     for (app_name, user_id), keys in users.items():
+        left = time_left_s() if time_left_s is not None else None
+        if out_of_time or (left is not None and reserve is not None and left < reserve):
+            out_of_time += 1
+            failures += [{"itemIdentifier": c.sequence} for key in keys for c in groups[key]]
+            continue
         # One save per user: each save reads and rewrites the user's memory (S3 requests, most of auto-save's
         # cost), whatever number of sessions it holds. A session that cannot be prepared fails alone.
         ready: list[tuple[SessionKey, list[dict[str, Any]], list[dict[str, Any]]]] = []
@@ -75,6 +99,11 @@ def handle_changes(
         except Exception:
             logger.exception("auto-save failed; its records will be retried", extra={"session_ids": sessions})
             failures += [{"itemIdentifier": c.sequence} for key, _, _ in ready for c in groups[key]]
+    if out_of_time:
+        logger.warning(
+            "auto-save stopped before the function's timeout; the records of the users not reached are retried",
+            extra={"users_left": out_of_time, "users": len(users)},
+        )
     return {"batchItemFailures": failures}
 
 
