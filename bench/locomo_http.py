@@ -5,8 +5,9 @@
 Issue 13's goal figure. The real local server is started in a child process as ``make run`` starts it
 (``python -m local.server``, the ``embedded`` SQLite backend by default, ``--backend moto`` for DynamoDB and S3
 on moto), with the template's settings: auto-save on with the default policy (``AutoSavePolicy`` default, batches
-of ``AutoSaveBatchSize`` 10). Only the batching window is shortened (``AUTOSAVE_WINDOW_SECONDS``, 60 s in the
-template, ``--window``, 1 s here): it decides how long a batch of fewer than 10 events waits, not what is saved.
+of up to ``AutoSaveBatchSize`` records). Only the batching window is shortened (``AUTOSAVE_WINDOW_SECONDS``, 300 s
+in the template, 10 s in ``make run``, ``--window``, 1 s here): it decides how long a batch waits, not what is
+saved (a save's retrieval context is read from the session, whatever the batch holds).
 
 Each conversation is one user. Its sessions are created and its turns appended over HTTP exactly as
 ``bench.locomo_service`` appends them (``session_events``: content role ``user``, the speaker's name as author,

@@ -54,6 +54,13 @@ from .template import (
 LOCAL_TABLE = "agent-memory-local"
 LOCAL_BUCKET = "agent-memory-local-context"
 
+# The auto-save batching window of `make run` when AUTOSAVE_WINDOW_SECONDS does not name one. The template's
+# window (AutoSaveBatchingWindowSeconds, 300 s) is a price lever: a deployment pays S3 writes per user per batch,
+# so a longer window is cheaper there. Locally nothing is paid, and a developer trying auto-save expects to find
+# a turn in search within seconds, not five minutes; the batch size stays the template's.
+LOCAL_AUTOSAVE_WINDOW_S = 10.0
+
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -226,7 +233,7 @@ def start(
     authorizer = JwtAuthorizer.from_data_dir(data_dir) if auth == "jwt" else None
     stop = threading.Event()
     window = os.environ.get("AUTOSAVE_WINDOW_SECONDS")
-    window_s = float(window) if window else None
+    window_s = float(window) if window else LOCAL_AUTOSAVE_WINDOW_S
     if backend == "moto":
         from .moto_backend import SerializedMotoServer
 
