@@ -65,6 +65,16 @@ def test_auto_save_feeds_new_events_to_memory_search(backend: str) -> None:
         assert _searchable(http, "carol", "hazelnuts", "allergic to hazelnuts", within_s=60)
 
 
+def test_make_run_auto_saves_within_seconds_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No AUTOSAVE_WINDOW_SECONDS: make run's own short window (LOCAL_AUTOSAVE_WINDOW_S), not the template's 300 s.
+    monkeypatch.delenv("AUTOSAVE_WINDOW_SECONDS", raising=False)
+    with spawned() as url, httpx.Client(base_url=url, timeout=30) as http:
+        http.post("/apps/demo/users/erin/sessions", json={"session_id": "s1"})
+        event = {"role": "user", "content": "I play the theremin on Sundays", "turn_id": "t1"}
+        assert http.post("/apps/demo/users/erin/sessions/s1/events", json=event).status_code == 201
+        assert _searchable(http, "erin", "theremin", "play the theremin", within_s=45)
+
+
 def test_events_not_yet_auto_saved_when_the_server_stops_are_saved_after_a_restart(tmp_path: Path) -> None:
     # A window longer than the test: the feed holds the event, undelivered, when the server stops.
     with (
