@@ -61,7 +61,6 @@ LOCAL_BUCKET = "agent-memory-local-context"
 LOCAL_AUTOSAVE_WINDOW_S = 10.0
 
 
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,15 +1,15 @@
 """Auto-save: the store's change feed hands new events to long-term memory, by the deployment's policy.
 
-The feed is the table's stream in AWS and the SQLite outbox when embedded; the store's adapter turns its
-records into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records
-arrive in batches (the event source mapping's batch size and batching window: by default up to 1000 records
-gathered for at most 300 s, so that a user's save holds several of their turns). Events are grouped by session, the sessions by user, and each user's are
-saved in one write of their memory through the same path as the save route, sharing its idempotency record.
-A user whose save fails has their records reported as batch item failures (a session whose events cannot
-be read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
-that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a
-save that failed after its records landed). An event whose stored timestamp no datetime holds (old data) is
-dated by the save time, so it never makes every later batch of its session fail.
+The feed is the table's stream in AWS and the SQLite outbox when embedded; the store's adapter turns its records
+into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records arrive in batches
+(the event source mapping's batch size and batching window: by default up to 1000 records gathered for at most
+300 s, so that a user's save holds several of their turns). Events are grouped by session, the sessions by user, and
+each user's are saved in one write of their memory through the same path as the save route, sharing its idempotency
+record. A user whose save fails has their records reported as batch item failures (a session whose events cannot be
+read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
+that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a save that
+failed after its records landed). An event whose stored timestamp no datetime holds (old data) is dated by the save
+time, so it never makes every later batch of its session fail.
 
 Batches are large (the mapping's window, not its count, cuts them: several turns of each user per save), so a
 batch can hold more users than one invocation saves in its time: no user's save is started with less than
