@@ -741,35 +741,65 @@ def test_appends_without_a_state_delta_never_write_the_state_item(
     assert api.get("s1").body["state"] == {"big": "x" * 30_000, "user:u": 1}
 
 
-def test_state_an_earlier_version_kept_in_the_session_item_still_reads_and_new_deltas_go_to_the_state_item(
-    api: Api, aws: dict[str, Any]
-) -> None:
-    db = aws["dynamodb"]
-    db.put_item(
+def put_legacy_session(aws: dict[str, Any], sid: str, state: dict[str, str]) -> None:
+    """A session item as versions before the state item wrote it: its state keys on the item itself."""
+    aws["dynamodb"].put_item(
         TableName=TABLE,
         Item={
             "PK": {"S": session_pk("app", "alice")},
-            "SK": {"S": "S#old"},
+            "SK": {"S": f"S#{sid}"},
             "app_name": {"S": "app"},
             "user_id": {"S": "alice"},
-            "session_id": {"S": "old"},
+            "session_id": {"S": sid},
             "create_time": {"N": "1000"},
             "update_time": {"N": "1001"},
             "version": {"N": "0"},
             "last_seq": {"N": "0"},
             "inc": {"S": "i1"},
             "counted": {"N": "1"},
-            "st:k": {"S": "1"},
-            "st:keep": {"S": '"kept"'},
+            **{f"st:{k}": {"S": v} for k, v in state.items()},
         },
     )
+
+
+def test_state_an_earlier_version_kept_in_the_session_item_still_reads_and_moves_to_the_state_item(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    put_legacy_session(aws, "old", {"k": "1", "keep": '"kept"'})
     assert api.get("old").body["state"] == {"k": 1, "keep": "kept"}
+    # Its first append moves the state keys to the state item (under the append's delta), in its transaction.
     assert api.append("old", text_event("next", actions={"state_delta": {"k": 2, "n": 3}})).status == 201
-    assert api.get("old").body["state"] == {"k": 2, "keep": "kept", "n": 3}  # the state item's keys win
-    assert stored_state(state_item(aws, "old")) == {"k": 2, "n": 3}
-    assert stored_state(session_item(aws, "old")) == {"k": 1, "keep": "kept"}  # never written again
+    assert api.get("old").body["state"] == {"k": 2, "keep": "kept", "n": 3}
+    assert stored_state(state_item(aws, "old")) == {"k": 2, "keep": "kept", "n": 3}
+    moved = session_item(aws, "old")
+    assert moved is not None and stored_state(moved) == {} and moved["sti"] == {"N": "1"}
+    # From then on, an append without a state delta neither reads the session item whole nor writes the state.
+    before = len(faults.calls)
+    assert api.append("old", text_event("after")).status == 201
+    assert faults.calls[before:] == ["GetItem", "TransactWriteItems"]
+    assert stored_state(state_item(aws, "old")) == {"k": 2, "keep": "kept", "n": 3}
     assert api.request("DELETE", "/apps/app/users/alice/sessions/old").status == 204
     assert state_item(aws, "old") is None and session_item(aws, "old") is None
+
+
+def test_a_state_move_that_races_a_state_change_moves_nothing_stale(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """A session item written before state items; its first append (which moves its state) races an append that
+    changes the state: the move is cancelled with its transaction, read again, and lands after the other."""
+    put_legacy_session(aws, "old", {"k": '"old"'})
+
+    def concurrent_then_apply(apply: Any, _event: str, _request: Any) -> Any:
+        other = api.append("old", text_event("theirs", id="theirs", actions={"state_delta": {"k": "theirs"}}))
+        assert other.status == 201
+        return apply()
+
+    faults.add("TransactWriteItems", concurrent_then_apply, when=lambda r: '"V#mine"' in json.dumps(request_json(r)))
+    reply = api.append("old", text_event("mine", id="mine", actions={"state_delta": {"m": 1}}))
+    assert reply.status == 201 and reply.body["seq"] == 2
+    faults.clear()
+    assert stored_state(state_item(aws, "old")) == {"k": "theirs", "m": 1}
+    assert stored_state(session_item(aws, "old")) == {}
 
 
 def test_a_state_item_of_another_incarnation_is_not_the_sessions(api: Api, aws: dict[str, Any]) -> None:

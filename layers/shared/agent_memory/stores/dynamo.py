@@ -107,6 +107,12 @@ STATE_SK = "#STATE"
 # retention and moved on by the first append that would outlive it, so it outlives the session without every
 # append rewriting it.
 STATE_EXPIRY_ATTR = "stx"
+# On a session item: its state is in the state item (every session item written since; one without it was written
+# before, and its first append moves the state keys it holds to the state item).
+STATE_ITEM_ATTR = "sti"
+# At most this many state keys are moved that way (an UpdateExpression holds 4 KB); a session item with more keeps
+# them, and reads still overlay them by the state item's.
+LEGACY_MOVE_MAX_KEYS = 100
 # On the user's state item: how many sessions the user holds (the MaxSessionsPerUser quota's count); on a session
 # item: that it is in that count.
 SESSIONS_ATTR = "sessions"
@@ -231,6 +237,8 @@ class _Counters:
     incarnation: str
     deletions: int = 0
     state_expiry: float | None = None  # when the session's state item expires (with a retention)
+    # A session item written before state items: the state attributes it holds (as stored), to move.
+    legacy_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -433,6 +441,7 @@ class DynamoSessionStore:
             # Counted in the user's session count: its delete takes it out again (a session stored before the
             # count existed has no mark and was never counted).
             COUNTED_ATTR: _n(1),
+            STATE_ITEM_ATTR: _n(1),
         }
 
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
@@ -1241,11 +1250,22 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx",
+            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti",
         )
         item = response.get("Item")
         if item is None or "deleting" in item or "importing" in item:
             return None
+        legacy: dict[str, Any] | None = None
+        if STATE_ITEM_ATTR not in item:
+            # Written before state items: its state keys are read once, whole (names unknown to a projection),
+            # and this append moves them to the state item. One GetItem more, once per such session.
+            whole = self._db.get_item(TableName=self._table, Key=self._session_key(key), ConsistentRead=True)
+            item = whole.get("Item")
+            if item is None or "deleting" in item or "importing" in item:
+                return None
+            legacy = {k: v for k, v in item.items() if k.startswith(STATE_ATTR_PREFIX)}
+            if len(legacy) > LEGACY_MOVE_MAX_KEYS:
+                legacy = {}  # left in place (marked, so that it is not read whole again)
         return _Counters(
             version=int(item["version"]["N"]),
             last_seq=int(item["last_seq"]["N"]),
@@ -1254,6 +1274,7 @@ class DynamoSessionStore:
             incarnation=_attr(item, "inc"),
             deletions=_whole(item, "dels"),
             state_expiry=_number(item, STATE_EXPIRY_ATTR),
+            legacy_state=legacy,
         )
 
     def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
@@ -1360,10 +1381,20 @@ class DynamoSessionStore:
         # whole state), or, with a retention, when the session would now outlive it (about once a retention
         # period). Inside this transaction: the session item's condition below guards it as it guards the counters.
         state_update = _Update()
+        removed: list[str] = []
+        if meta.legacy_state is not None:
+            # A session item written before state items: its state keys move to the state item (as stored,
+            # under this chunk's delta), out of the session item, in this transaction; its condition (version,
+            # last_seq) holds them unchanged since they were read.
+            for attr, value in meta.legacy_state.items():
+                if attr[len(STATE_ATTR_PREFIX) :] not in session_state:
+                    state_update.set(attr, value)
+                removed.append(attr)
+            update.set(STATE_ITEM_ATTR, _n(1))
         state_update.set_state(session_state)
         state_expiry = self._state_expiry(now)
         if state_expiry and (
-            session_state or (meta.state_expiry is not None and meta.state_expiry < now + self._retention_s)
+            state_update.sets or (meta.state_expiry is not None and meta.state_expiry < now + self._retention_s)
         ):
             state_update.set("expires_at", state_expiry)
             update.set(STATE_EXPIRY_ATTR, state_expiry)
@@ -1400,11 +1431,15 @@ class DynamoSessionStore:
                     condition += " AND #dels = :dels"
                 else:
                     condition += " AND attribute_not_exists(#dels)"
+        expression = update.expression()
+        if removed:
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
+            update.names.update({f"#r{i}": attr for i, attr in enumerate(removed)})
         session_action = {
             "Update": {
                 "TableName": self._table,
                 "Key": self._session_key(key),
-                "UpdateExpression": update.expression(),
+                "UpdateExpression": expression,
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": update.names,
                 "ExpressionAttributeValues": update.values,
