@@ -454,17 +454,20 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
 
 def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
     """Writers racing on one session's version (as Lambda containers do, with no lock between them): every
-    append lands once, seqs have no gap, each writer's events keep its order, and the version counts them."""
+    append lands once, seqs have no gap, each writer's events keep its order, and the version counts them. Every
+    event changes the session's state (a key of its writer's and one they all set): the state is the deltas
+    applied in seq order."""
     import threading
 
-    store.create_session(record(), ScopedDelta())
+    store.create_session(record(), split_delta({"initial": True, "shared": "none"}))
     writers, each = 8, 10
     errors: list[BaseException] = []
 
     def writer(w: int) -> None:
         try:
             for i in range(each):
-                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta={f"last{w}": i})], None)
+                delta = {f"last{w}": i, "shared": f"w{w}-{i}"}
+                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta=delta)], None)
         except BaseException as exc:  # reported below: a thread's failure must fail the test
             errors.append(exc)
 
@@ -480,7 +483,9 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(store: Session
         assert [e["id"] for e in stored if e["id"].startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(each)]
     got = store.get_session(KEY)
     assert got is not None and got.version == writers * each and got.last_seq == writers * each
-    assert got.state == {f"last{w}": each - 1 for w in range(writers)}
+    # Applied in seq order: the shared key holds the delta of the event stored last.
+    expected = {f"last{w}": each - 1 for w in range(writers)} | {"initial": True, "shared": stored[-1]["id"]}
+    assert got.state == expected
 
 
 def test_appends_racing_compactions_never_share_a_seq_and_only_appends_count(store: SessionStore) -> None:
@@ -686,3 +691,44 @@ def test_a_deleted_session_takes_its_undelivered_changes_with_it(outbox_store: A
         (other, 1002.0),
         (KEY, 2001.0),
     ]
+
+
+# --- DynamoDB: the session's state item --------------------------------------------------------------------------
+
+
+def test_dynamo_state_item_outlives_the_session_with_a_retention_and_is_rewritten_about_once_a_period(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a retention every append moves the session item's expiry on; the state item (written only when the
+    state changes) is written with twice the retention and moved on by the first append that would outlive it."""
+    import types
+
+    from agent_memory.stores.dynamo import STATE_SK, events_pk
+
+    now = [1_000_000.0]
+    clock = types.SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic, sleep=time.sleep)
+    monkeypatch.setattr("agent_memory.stores.dynamo.time", clock)
+    store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), retention_days=1)
+    day = 86400
+
+    def expiries() -> tuple[int, int]:
+        def get(pk: str, sk: str) -> dict[str, Any]:
+            key = {"PK": {"S": pk}, "SK": {"S": sk}}
+            item: dict[str, Any] = aws["dynamodb"].get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]
+            return item
+
+        return int(get("U#app#alice", "S#s1")["expires_at"]["N"]), int(get(events_pk(KEY), STATE_SK)["expires_at"]["N"])
+
+    store.create_session(record(now=now[0]), split_delta({"a": 1}))
+    assert expiries() == (now[0] + day, now[0] + 2 * day)
+    now[0] += day / 2
+    store.append_events(KEY, [event("e1", now[0])], None)
+    assert expiries() == (now[0] + day, now[0] - day / 2 + 2 * day)  # the state item is not written
+    now[0] += day  # the session would now outlive its state item: the append moves it on
+    store.append_events(KEY, [event("e2", now[0])], None)
+    assert expiries() == (now[0] + day, now[0] + 2 * day)
+    now[0] += 10
+    store.append_events(KEY, [event("e3", now[0], delta={"a": 2})], None)  # a state change writes it anyway
+    assert expiries() == (now[0] + day, now[0] + 2 * day)
+    got = store.get_session(KEY)
+    assert got is not None and got.state == {"a": 2}

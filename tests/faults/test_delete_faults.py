@@ -47,8 +47,8 @@ def assert_incomplete(reply: Any) -> None:
 def event_items(aws: dict[str, Any], sid: str = "s1") -> list[str]:
     items = aws["dynamodb"].query(
         TableName=TABLE,
-        KeyConditionExpression="PK = :pk",
-        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}},
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :v)",  # the events, not the session's state item
+        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}, ":v": {"S": "V#"}},
         ConsistentRead=True,
     )["Items"]
     return sorted(i["SK"]["S"][2:] for i in items)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.stores.dynamo import PAYLOAD_MISSING_META, events_pk, session_pk
+from agent_memory.stores.dynamo import PAYLOAD_MISSING_META, STATE_SK, events_pk, session_pk
 from agent_memory.stores.ports import SessionKey
 from agent_memory.stores.s3 import STAGED_TAG
 from tests.conftest import BUCKET, TABLE
@@ -39,8 +39,8 @@ def short_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
 def event_items(aws: dict[str, Any], sid: str = "s1") -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = aws["dynamodb"].query(
         TableName=TABLE,
-        KeyConditionExpression="PK = :pk",
-        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}},
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :v)",  # the events, not the session's state item
+        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}, ":v": {"S": "V#"}},
         ConsistentRead=True,
     )["Items"]
     return items
@@ -57,6 +57,25 @@ def session_item(aws: dict[str, Any], sid: str = "s1") -> dict[str, Any] | None:
         .get("Item")
     )
     return item
+
+
+def state_item(aws: dict[str, Any], sid: str = "s1") -> dict[str, Any] | None:
+    """The session's state item (in its events partition)."""
+    item: dict[str, Any] | None = (
+        aws["dynamodb"]
+        .get_item(
+            TableName=TABLE,
+            Key={"PK": {"S": events_pk(SessionKey("app", "alice", sid))}, "SK": {"S": STATE_SK}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    return item
+
+
+def stored_state(item: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``st:`` attributes of an item, decoded."""
+    return {k[3:]: json.loads(v["S"]) for k, v in (item or {}).items() if k.startswith("st:")}
 
 
 def object_versions(aws: dict[str, Any], prefix: str = "sessions/") -> list[dict[str, Any]]:
@@ -112,6 +131,7 @@ def test_a_throttle_that_never_ends_answers_503_within_the_budget(
     assert event_items(aws) == []
     item = session_item(aws)
     assert item is not None and item["version"]["N"] == "0" and "st:k" not in item
+    assert stored_state(state_item(aws)) == {}  # the create's empty state item, untouched
 
 
 @pytest.mark.parametrize(
@@ -333,7 +353,7 @@ def test_a_delete_that_fails_part_way_hides_the_session_and_a_retry_finishes_it(
 def test_a_recreate_after_a_failed_delete_shows_nothing_old(
     api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
 ) -> None:
-    api.create(session_id="s1", state={"user:name": "Ann"})
+    api.create(session_id="s1", state={"user:name": "Ann", "old": 1})
     api.append("s1", {"events": [text_event("old a", id="a"), text_event(BIG, id="b"), text_event("old c", id="c")]})
     faults.fail("Query", throttle(), times=-1)  # the delete's read of the event partition
     assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 503
@@ -630,3 +650,167 @@ def test_a_compaction_racing_delete_and_recreate_writes_nothing_into_the_new_ses
     item = session_item(aws)
     assert item is not None and "cmp_id" not in item and "cmp_end" not in item
     assert event_items(aws) == []
+
+
+# --- 8. the session's state item under faults ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [1, 3], ids=["botocore-retry", "store-retry"])
+def test_a_lost_answer_on_an_append_with_a_state_delta_applies_it_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, lost: int
+) -> None:
+    api.create(session_id="s1", state={"a": 1})
+    faults.lose_answer("TransactWriteItems", times=lost)  # applied, then the answer is lost
+    reply = api.append("s1", text_event("hello", id="e1", actions={"state_delta": {"k": 1, "a": 2}}))
+    assert reply.status == 201 and reply.body["seq"] == 1 and reply.headers["etag"] == '"1"'
+    faults.clear()
+    assert [i["SK"]["S"] for i in event_items(aws)] == ["V#e1"]
+    # The state is in its own item, written once; the session item holds counters, no state.
+    assert stored_state(state_item(aws)) == {"a": 2, "k": 1}
+    session = session_item(aws)
+    assert session is not None and session["version"]["N"] == "1" and stored_state(session) == {}
+    assert api.get("s1").body["state"] == {"a": 2, "k": 1}
+
+
+def test_a_throttled_append_with_a_state_delta_lands_once_with_its_state(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", throttle(), times=5)
+    reply = api.append("s1", text_event("hello", id="e1", actions={"state_delta": {"k": "v"}}))
+    assert reply.status == 201 and reply.body["seq"] == 1
+    faults.clear()
+    assert [i["SK"]["S"] for i in event_items(aws)] == ["V#e1"]
+    assert stored_state(state_item(aws)) == {"k": "v"}
+
+
+def test_an_append_whose_state_changed_under_it_reads_again_and_applies_in_order(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """A concurrent append changes the state between this append's read of the counters and its transaction: the
+    transaction fails the session item's condition (nothing of it is stored), the append reads again and lands
+    after the other, so the state is both deltas applied in seq order."""
+    api.create(session_id="s1", state={"k": "created"})
+
+    def concurrent_then_apply(apply: Any, _event: str, _request: Any) -> Any:
+        # The other writer commits first (the rule has been used up: its transaction goes through).
+        other = api.append("s1", text_event("theirs", id="theirs", actions={"state_delta": {"k": "theirs", "t": 1}}))
+        assert other.status == 201 and other.body["seq"] == 1
+        return apply()  # ours, on the counters it read before: cancelled by the session item's condition
+
+    faults.add(
+        "TransactWriteItems",
+        concurrent_then_apply,
+        when=lambda request: '"V#mine"' in json.dumps(request_json(request)),
+    )
+    before = len(faults.calls)
+    reply = api.append("s1", text_event("mine", id="mine", actions={"state_delta": {"k": "mine"}}))
+    assert reply.status == 201 and reply.body["seq"] == 2 and reply.headers["etag"] == '"2"'
+    # ours (cancelled), theirs, ours again
+    assert faults.calls[before:].count("TransactWriteItems") == 3
+    faults.clear()
+    assert sorted((i["seq"]["N"], i["SK"]["S"]) for i in event_items(aws)) == [("1", "V#theirs"), ("2", "V#mine")]
+    assert stored_state(state_item(aws)) == {"k": "mine", "t": 1}
+    assert api.get("s1").body["state"] == {"k": "mine", "t": 1}
+
+
+def test_appends_without_a_state_delta_never_write_the_state_item(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1", state={"big": "x" * 30_000})
+    before = state_item(aws)
+    transactions: list[list[tuple[str, str]]] = []  # the keys each transaction writes
+
+    def record(apply: Any, _event: str, request: Any) -> Any:
+        actions = [next(iter(a.values())) for a in request_json(request)["TransactItems"]]
+        keys = [a.get("Key") or {k: a["Item"][k] for k in ("PK", "SK")} for a in actions]
+        transactions.append([(k["PK"]["S"], k["SK"]["S"]) for k in keys])
+        return apply()
+
+    faults.add("TransactWriteItems", record, times=-1)
+    for i in range(3):
+        assert api.append("s1", text_event(f"m{i}")).status == 201
+    assert api.append("s1", text_event("with user state", actions={"state_delta": {"user:u": 1}})).status == 201
+    faults.clear()
+    assert len(transactions) == 4
+    assert not any(pk.startswith("E#") and sk == STATE_SK for keys in transactions for pk, sk in keys)
+    assert ("U#app#alice", STATE_SK) in transactions[-1]  # the user's state item, which the delta changes
+    assert state_item(aws) == before  # not rewritten (its size would be paid by every append)
+    session = session_item(aws)
+    assert session is not None and session["version"]["N"] == "4" and stored_state(session) == {}
+    assert api.get("s1").body["state"] == {"big": "x" * 30_000, "user:u": 1}
+
+
+def put_legacy_session(aws: dict[str, Any], sid: str, state: dict[str, str]) -> None:
+    """A session item as versions before the state item wrote it: its state keys on the item itself."""
+    aws["dynamodb"].put_item(
+        TableName=TABLE,
+        Item={
+            "PK": {"S": session_pk("app", "alice")},
+            "SK": {"S": f"S#{sid}"},
+            "app_name": {"S": "app"},
+            "user_id": {"S": "alice"},
+            "session_id": {"S": sid},
+            "create_time": {"N": "1000"},
+            "update_time": {"N": "1001"},
+            "version": {"N": "0"},
+            "last_seq": {"N": "0"},
+            "inc": {"S": "i1"},
+            "counted": {"N": "1"},
+            **{f"st:{k}": {"S": v} for k, v in state.items()},
+        },
+    )
+
+
+def test_state_an_earlier_version_kept_in_the_session_item_still_reads_and_moves_to_the_state_item(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    put_legacy_session(aws, "old", {"k": "1", "keep": '"kept"'})
+    assert api.get("old").body["state"] == {"k": 1, "keep": "kept"}
+    # Its first append moves the state keys to the state item (under the append's delta), in its transaction.
+    assert api.append("old", text_event("next", actions={"state_delta": {"k": 2, "n": 3}})).status == 201
+    assert api.get("old").body["state"] == {"k": 2, "keep": "kept", "n": 3}
+    assert stored_state(state_item(aws, "old")) == {"k": 2, "keep": "kept", "n": 3}
+    moved = session_item(aws, "old")
+    assert moved is not None and stored_state(moved) == {} and moved["sti"] == {"N": "1"}
+    # From then on, an append without a state delta neither reads the session item whole nor writes the state.
+    before = len(faults.calls)
+    assert api.append("old", text_event("after")).status == 201
+    assert faults.calls[before:] == ["GetItem", "TransactWriteItems"]
+    assert stored_state(state_item(aws, "old")) == {"k": 2, "keep": "kept", "n": 3}
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/old").status == 204
+    assert state_item(aws, "old") is None and session_item(aws, "old") is None
+
+
+def test_a_state_move_that_races_a_state_change_moves_nothing_stale(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """A session item written before state items; its first append (which moves its state) races an append that
+    changes the state: the move is cancelled with its transaction, read again, and lands after the other."""
+    put_legacy_session(aws, "old", {"k": '"old"'})
+
+    def concurrent_then_apply(apply: Any, _event: str, _request: Any) -> Any:
+        other = api.append("old", text_event("theirs", id="theirs", actions={"state_delta": {"k": "theirs"}}))
+        assert other.status == 201
+        return apply()
+
+    faults.add("TransactWriteItems", concurrent_then_apply, when=lambda r: '"V#mine"' in json.dumps(request_json(r)))
+    reply = api.append("old", text_event("mine", id="mine", actions={"state_delta": {"m": 1}}))
+    assert reply.status == 201 and reply.body["seq"] == 2
+    faults.clear()
+    assert stored_state(state_item(aws, "old")) == {"k": "theirs", "m": 1}
+    assert stored_state(session_item(aws, "old")) == {}
+
+
+def test_a_state_item_of_another_incarnation_is_not_the_sessions(api: Api, aws: dict[str, Any]) -> None:
+    """A state item left by an earlier session of the id (its purge not done yet) never shows in the new one."""
+    api.create(session_id="s1", state={"a": 1})
+    aws["dynamodb"].update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": events_pk(SessionKey("app", "alice", "s1"))}, "SK": {"S": STATE_SK}},
+        UpdateExpression="SET inc = :other",
+        ExpressionAttributeValues={":other": {"S": "an-earlier-incarnation"}},
+    )
+    assert api.get("s1").body["state"] == {}
+    listed = api.request("GET", "/apps/app/users/alice/sessions").body["sessions"]
+    assert [s["state"] for s in listed] == [{}]

@@ -300,9 +300,10 @@ def test_get_with_num_recent_events_reads_only_those(api: Api, counter: RequestC
     # The events' Query, then a one-item Query of the session item's deletion count (a deletion committing during the
     # read makes it read again: no read shows part of one); the marks before the read came with the session item.
     assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query"), ("dynamodb", "Query")]
-    # The session item, the user's state item (it holds the user's session count from the first create on: read in
-    # the same BatchGetItem as before), the 20 events (no app state yet), and the session item once more.
-    assert counter.items_read == 23
+    # The session item, its state item and the user's state item (it holds the user's session count from the first
+    # create on), read in the same BatchGetItem as before, the 20 events (no app state yet), and the session item
+    # once more.
+    assert counter.items_read == 24
 
 
 def test_an_event_whose_answer_could_not_fit_a_response_is_refused_before_it_is_stored(

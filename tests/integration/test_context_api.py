@@ -175,9 +175,9 @@ def test_context_reads_the_summary_and_what_follows_not_the_session(api: Api, co
     # The events' Query, then a one-item Query of the session's deletion count (the marks before the read came with
     # the session item).
     assert counter.calls == [("dynamodb", "BatchGetItem"), ("dynamodb", "Query"), ("dynamodb", "Query")]
-    # session item + the user's state item (it holds their session count) + the retained 2 + the compaction event +
-    # the 2 new ones + the session item once more (the deletion count); not the 402 events.
-    assert counter.items_read == 8
+    # session item + its state item + the user's state item (it holds their session count) + the retained 2 + the
+    # compaction event + the 2 new ones + the session item once more (the deletion count); not the 402 events.
+    assert counter.items_read == 9
     assert [m["content"] for m in body["messages"][1:]] == ["question 199", "answer 199", "question 500", "answer 500"]
 
 

@@ -54,15 +54,15 @@ def test_the_last_20_messages_of_a_1000_event_session_read_about_20_items(
     body = context(thousand, "long", max_messages="20")
     assert body["messages"] == whole["messages"][-20:]
     assert body["dropped_events"] == 980 and body["summary"] is None
-    # The session and user items, one newest-first page (24), the oldest stored seq (1 item, for dropped_events),
-    # the deletion count after the events (1 item); not the 1,000.
-    assert counter.items_read <= 2 + 24 + 1 + 1, counter.calls
+    # The session, its state and the user items, one newest-first page (24), the oldest stored seq (1 item, for
+    # dropped_events), the deletion count after the events (1 item); not the 1,000.
+    assert counter.items_read <= 3 + 24 + 1 + 1, counter.calls
     assert counter.count("dynamodb") == 4 and counter.count("dynamodb", "Scan") == 0
     assert counter.count("s3") == 0
     # POST takes the same parameters: the same answer, read the same way.
     counter.reset()
     assert context(thousand, "long", "POST", max_messages=20) == body
-    assert counter.items_read <= 28
+    assert counter.items_read <= 29
 
 
 def test_a_token_budget_reads_about_what_fits(thousand: Api, counter: RequestCounter) -> None:
@@ -87,9 +87,9 @@ def test_a_summary_older_than_the_window_still_comes_first(thousand: Api, counte
     assert body["messages"][1:] == whole["messages"][-4:]
     assert body["summary"] == whole["summary"] and body["compacted_events"] == whole["compacted_events"]
     assert body["dropped_events"] == 2 + 200 - 4  # the retained 2 and the new 200, less the 4 kept
-    # The session, a page of the tail, the oldest stored seq, the summary found forward from the watermark (a page),
-    # each read followed by the deletion count.
-    assert counter.items_read <= 2 + 9 + 1 + 1 + 16 + 1, counter.calls
+    # The session (its item, its state item, the user's), a page of the tail, the oldest stored seq, the summary
+    # found forward from the watermark (a page), each read followed by the deletion count.
+    assert counter.items_read <= 3 + 9 + 1 + 1 + 16 + 1, counter.calls
 
 
 def test_base_system_messages_over_the_budget_are_still_refused(thousand: Api) -> None:

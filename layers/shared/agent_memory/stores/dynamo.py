@@ -2,8 +2,9 @@
 
 Items (``PK`` / ``SK``):
 
-- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, session state, the incarnation ``inc``, the
-  ``memo`` (JSON text; ``PUT …/memo``);
+- session      ``U#{app}#{user}`` / ``S#{session}``  counters, times, the incarnation ``inc``, the
+  ``memo`` (JSON text; ``PUT …/memo``), ``stx`` (the session state item's expiry, with a retention);
+  session state (``st:`` attributes) only when written by a version before the state item (read, never written);
   ``deleting`` while a DELETE is under way (a tombstone: reads answer 404, writes fail their condition);
   ``importing`` (the import's incarnation) and ``import_started`` while an import writes the session's events (a
   placeholder: reads answer 404 and writes fail their condition until the import's last write replaces it);
@@ -11,6 +12,11 @@ Items (``PK`` / ``SK``):
   app's sessions, set at create and removed by a delete (never written by an append)
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
+- session state ``E#{app}#{user}#{session}`` / ``#STATE``  the session's state (``st:`` attributes) and the
+  incarnation ``inc`` it belongs to; written by a create, an import and an append whose events carry a session
+  state delta, never by any other append, so an append pays for the session item's counters, not for the state
+  (a read takes it in the BatchGetItem that reads the session item; a state item of another incarnation is
+  ignored, and the purge of the events partition removes it with the events)
 - event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, ``ts``, the incarnation ``inc``, the
   writing request's token ``w`` and the version ``v`` its transaction made (``imp`` on an imported event: the
   change feed skips it); local secondary indexes ``by_seq`` and ``by_ts`` order a session's events by sequence
@@ -18,8 +24,10 @@ Items (``PK`` / ``SK``):
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
 ``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
-deltas and the counters together or not at all. A compaction event moves ``last_seq`` but not ``version`` (the
-ETag counts client appends only), hence the condition on both. State keys are stored as top-level attributes
+deltas (the session state item, the user's and the app's) and the counters together or not at all; the state
+items are written only inside a transaction conditioned on the session item, so that condition guards them too.
+A compaction event moves ``last_seq`` but not ``version`` (the ETag counts client appends only), hence the
+condition on both. State keys are stored as top-level attributes
 ``st:{key}`` holding JSON text, so an update can set a key whether or not the item exists and values keep their
 JSON types exactly.
 Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
@@ -90,7 +98,19 @@ from .ports import (
 logger = logging.getLogger(__name__)
 
 STATE_ATTR_PREFIX = "st:"
+# The sort key of the user's and app's state items (in their partitions) and of a session's state item (in the
+# session's events partition, where no index takes it: it has no seq or ts).
 STATE_SK = "#STATE"
+# On a session item: when its state item expires (with a retention). The state item is written with twice the
+# retention and moved on by the first append that would outlive it, so it outlives the session without every
+# append rewriting it.
+STATE_EXPIRY_ATTR = "stx"
+# On a session item: its state is in the state item (every session item written since; one without it was written
+# before, and its first append moves the state keys it holds to the state item).
+STATE_ITEM_ATTR = "sti"
+# At most this many state keys are moved that way (an UpdateExpression holds 4 KB); a session item with more keeps
+# them, and reads still overlay them by the state item's.
+LEGACY_MOVE_MAX_KEYS = 100
 # On the user's state item: how many sessions the user holds (the MaxSessionsPerUser quota's count); on a session
 # item: that it is in that count.
 SESSIONS_ATTR = "sessions"
@@ -214,6 +234,9 @@ class _Counters:
     summary_end_seq: int
     incarnation: str
     deletions: int = 0
+    state_expiry: float | None = None  # when the session's state item expires (with a retention)
+    # A session item written before state items: the state attributes it holds (as stored), to move.
+    legacy_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +395,28 @@ class DynamoSessionStore:
             }
         }
 
+    def _state_key(self, key: SessionKey) -> dict[str, Any]:
+        """The key of the session's state item (in its events partition)."""
+        return {"PK": _s(events_pk(key)), "SK": _s(STATE_SK)}
+
+    def _state_expiry(self, now: float) -> dict[str, str] | None:
+        """A state item's expiry: twice the retention, so the first append to outlive it moves it on (rarely)."""
+        return _n(int(now + 2 * self._retention_s)) if self._retention_s else None
+
+    def _state_put(
+        self, key: SessionKey, incarnation: str, state: dict[str, Any], session: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A transaction's Put of a new session state item (a create's, an import's): always written, also empty,
+        so that no state item of an earlier incarnation (not purged yet) is ever updated in its place. Records the
+        state item's expiry on the new ``session`` item."""
+        item: dict[str, Any] = {**self._state_key(key), "inc": _s(incarnation)}
+        for k, v in state.items():
+            item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
+        expiry = self._state_expiry(time.time())
+        if expiry:
+            item["expires_at"] = session[STATE_EXPIRY_ATTR] = expiry
+        return {"Put": {"TableName": self._table, "Item": item}}
+
     def _session_item(
         self, key: SessionKey, record: SessionRecord, incarnation: str, *, version: int, last_seq: int
     ) -> dict[str, Any]:
@@ -394,6 +439,7 @@ class DynamoSessionStore:
             # Counted in the user's session count: its delete takes it out again (a session stored before the
             # count existed has no mark and was never counted).
             COUNTED_ATTR: _n(1),
+            STATE_ITEM_ATTR: _n(1),
         }
 
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
@@ -406,8 +452,7 @@ class DynamoSessionStore:
         expiry = self._expiry(record.update_time)
         if expiry:
             item["expires_at"] = expiry
-        for k, v in delta.session.items():
-            item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
+        state_put = self._state_put(key, incarnation, delta.session, item)
         put: dict[str, Any] = {
             "TableName": self._table,
             "Item": item,
@@ -420,6 +465,8 @@ class DynamoSessionStore:
         actions: list[dict[str, Any]] = [{"Put": put}, self._count_update(record.app_name, record.user_id, delta.user)]
         if delta.app:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, delta.app))
+        # The session's state in its own item, in the same transaction (last: the reasons' order stays the same).
+        actions.append(state_put)
         while True:
             if self._try_counted_create(actions, record, budget):
                 # Events a delete that predates tombstones left behind must not show in this session.
@@ -584,11 +631,14 @@ class DynamoSessionStore:
 
     def get_session(self, key: SessionKey) -> SessionRecord | None:
         pk = session_pk(key.app_name, key.user_id)
-        found = self._get_items([(pk, f"S#{key.session_id}"), (pk, STATE_SK), (f"A#{key.app_name}", STATE_SK)])
+        state_key = (events_pk(key), STATE_SK)
+        found = self._get_items(
+            [(pk, f"S#{key.session_id}"), state_key, (pk, STATE_SK), (f"A#{key.app_name}", STATE_SK)]
+        )
         session = found.get((pk, f"S#{key.session_id}"))
         if session is None or "deleting" in session or "importing" in session:
             return None
-        record = _record_from_item(session)
+        record = _record_from_item(session, state_item=found.get(state_key))
         record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
         record.app_state = _state_from_item(found.get((f"A#{key.app_name}", STATE_SK), {}))
         return record
@@ -628,10 +678,17 @@ class DynamoSessionStore:
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         candidates = sorted(candidates, key=lambda c: c[0])[:keep]
         user_state = _state_from_item(user_item)
-        app_state = self.get_app_state(app_name) if candidates else {}
+        # The app's state and the page's session state items: one BatchGetItem (as the app's state alone was).
+        app_key = (f"A#{app_name}", STATE_SK)
+        page = [
+            (item, (events_pk(SessionKey(app_name, user_id, item["SK"]["S"][2:])), STATE_SK))
+            for _, item in candidates[:limit]
+        ]
+        found = self._get_items([app_key, *(state_key for _, state_key in page)]) if candidates else {}
+        app_state = _state_from_item(found.get(app_key, {}))
         records = []
-        for _, item in candidates[:limit]:
-            record = _record_from_item(item)
+        for item, state_key in page:
+            record = _record_from_item(item, state_item=found.get(state_key))
             record.user_state, record.app_state = copy.deepcopy(user_state), copy.deepcopy(app_state)
             records.append(record)
         return records, (UserCursor.of(records[-1]) if len(candidates) > limit and records else None)
@@ -663,14 +720,15 @@ class DynamoSessionStore:
         if not page:
             return [], None
         app_key = (f"A#{app_name}", STATE_SK)
-        found = self._get_items([*page, *((pk, STATE_SK) for pk, _ in page), app_key])
+        state_keys = {(pk, sk): (f"E#{pk[2:]}#{sk[2:]}", STATE_SK) for pk, sk in page}
+        found = self._get_items([*page, *((pk, STATE_SK) for pk, _ in page), app_key, *state_keys.values()])
         app_state = _state_from_item(found.get(app_key, {}))
         records = []
         for pk, sk in page:
             item = found.get((pk, sk))
             if item is None or "deleting" in item or "importing" in item:
                 continue
-            record = _record_from_item(item)
+            record = _record_from_item(item, state_item=found.get(state_keys[(pk, sk)]))
             record.user_state = _state_from_item(found.get((pk, STATE_SK), {}))
             record.app_state = copy.deepcopy(app_state)
             records.append(record)
@@ -769,6 +827,9 @@ class DynamoSessionStore:
         while True:
             response = budget.call(self._db.query, **params)
             items = response.get("Items", [])
+            if created:
+                # The state item a create has just put is the live incarnation's: alone, nothing to purge.
+                items = [i for i in items if i["SK"]["S"] != STATE_SK or _attr(i, "inc") == ""]
             if items:
                 found = True
                 # Read per page: a session re-created meanwhile keeps its events (a live legacy session,
@@ -967,8 +1028,7 @@ class DynamoSessionStore:
         expiry = self._expiry(time.time())
         if expiry:
             item["expires_at"] = expiry
-        for k, v in record.state.items():
-            item[STATE_ATTR_PREFIX + k] = _s(json.dumps(v, separators=(",", ":")))
+        state_put = self._state_put(key, incarnation, record.state, item)
         put = {
             "TableName": self._table,
             "Item": item,
@@ -981,6 +1041,7 @@ class DynamoSessionStore:
         ]
         if record.app_state:
             actions.append(self._state_update(f"A#{record.app_name}", STATE_SK, record.app_state))
+        actions.append(state_put)
         if self._try_counted_create(actions, record, budget):
             return True
         marks = self._session_marks(key, budget)
@@ -1187,11 +1248,22 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels",
+            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti",
         )
         item = response.get("Item")
         if item is None or "deleting" in item or "importing" in item:
             return None
+        legacy: dict[str, Any] | None = None
+        if STATE_ITEM_ATTR not in item:
+            # Written before state items: its state keys are read once, whole (names unknown to a projection),
+            # and this append moves them to the state item. One GetItem more, once per such session.
+            whole = self._db.get_item(TableName=self._table, Key=self._session_key(key), ConsistentRead=True)
+            item = whole.get("Item")
+            if item is None or "deleting" in item or "importing" in item:
+                return None
+            legacy = {k: v for k, v in item.items() if k.startswith(STATE_ATTR_PREFIX)}
+            if len(legacy) > LEGACY_MOVE_MAX_KEYS:
+                legacy = {}  # left in place (marked, so that it is not read whole again)
         return _Counters(
             version=int(item["version"]["N"]),
             last_seq=int(item["last_seq"]["N"]),
@@ -1199,13 +1271,15 @@ class DynamoSessionStore:
             summary_end_seq=int(item.get("cmp_end", {"N": "0"})["N"]),
             incarnation=_attr(item, "inc"),
             deletions=_whole(item, "dels"),
+            state_expiry=_number(item, STATE_EXPIRY_ATTR),
+            legacy_state=legacy,
         )
 
     def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
         """The longest prefix of ``pending`` that fits one transaction (item count and total size)."""
         chunk: list[NewEvent] = []
         size = 0
-        user = app = False
+        user = app = session = False
         for event in pending:
             if event.id not in staged:
                 body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
@@ -1213,7 +1287,8 @@ class DynamoSessionStore:
             item_bytes = staged[event.id].item_bytes
             user = user or bool(event.delta.user)
             app = app or bool(event.delta.app)
-            actions = len(chunk) + 1 + 1 + user + app  # the events, the session update, the state items
+            session = session or bool(event.delta.session)
+            actions = len(chunk) + 1 + 1 + user + app + session  # the events, the session update, the state items
             if chunk and (actions > MAX_TRANSACT_ITEMS or size + item_bytes > MAX_TRANSACT_BYTES):
                 break
             chunk.append(event)
@@ -1300,7 +1375,29 @@ class DynamoSessionStore:
             update.set("update_time", _n(max(meta.update_time, max(e.timestamp for e in chunk))))
         if expiry:
             update.set("expires_at", expiry)
-        update.set_state(session_state)
+        # The session's state item is written only when the chunk changes the state (its delta's keys, not the
+        # whole state), or, with a retention, when the session would now outlive it (about once a retention
+        # period). Inside this transaction: the session item's condition below guards it as it guards the counters.
+        state_update = _Update()
+        removed: list[str] = []
+        if meta.legacy_state is not None:
+            # A session item written before state items: its state keys move to the state item (as stored,
+            # under this chunk's delta), out of the session item, in this transaction; its condition (version,
+            # last_seq) holds them unchanged since they were read.
+            for attr, value in meta.legacy_state.items():
+                if attr[len(STATE_ATTR_PREFIX) :] not in session_state:
+                    state_update.set(attr, value)
+                removed.append(attr)
+            update.set(STATE_ITEM_ATTR, _n(1))
+        state_update.set_state(session_state)
+        state_expiry = self._state_expiry(now)
+        if state_expiry and (
+            state_update.sets or (meta.state_expiry is not None and meta.state_expiry < now + self._retention_s)
+        ):
+            state_update.set("expires_at", state_expiry)
+            update.set(STATE_EXPIRY_ATTR, state_expiry)
+        if state_update.sets and meta.incarnation:
+            state_update.set("inc", _s(meta.incarnation))
         update.values[":expected"] = _n(meta.version)
         update.values[":last_seq"] = _n(meta.last_seq)
         update.names["#inc"] = "inc"
@@ -1332,17 +1429,33 @@ class DynamoSessionStore:
                     condition += " AND #dels = :dels"
                 else:
                     condition += " AND attribute_not_exists(#dels)"
+        expression = update.expression()
+        if removed:
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
+            update.names.update({f"#r{i}": attr for i, attr in enumerate(removed)})
         session_action = {
             "Update": {
                 "TableName": self._table,
                 "Key": self._session_key(key),
-                "UpdateExpression": update.expression(),
+                "UpdateExpression": expression,
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": update.names,
                 "ExpressionAttributeValues": update.values,
             }
         }
         actions.insert(0, session_action)
+        if state_update.sets:
+            actions.append(
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": self._state_key(key),
+                        "UpdateExpression": state_update.expression(),
+                        "ExpressionAttributeNames": state_update.names,
+                        "ExpressionAttributeValues": state_update.values,
+                    }
+                }
+            )
         if user_state:
             actions.append(self._state_update(session_pk(key.app_name, key.user_id), STATE_SK, user_state))
         if app_state:
@@ -1908,8 +2021,21 @@ def _whole(item: dict[str, Any], name: str) -> int:
     return int(value) if value is not None and value.is_integer() else 0
 
 
-def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> SessionRecord:
-    """A session item as a record; identifiers come from the keys, so a damaged item still reads."""
+def _session_state(item: dict[str, Any], state_item: dict[str, Any] | None) -> dict[str, Any]:
+    """The session's state: what a session item written before state items holds, overlaid by its state item's
+    (newer: every state write since goes there). A state item of another incarnation (an earlier session of the
+    id whose purge has not reached it yet) is not this session's."""
+    state = _state_from_item(item)
+    if state_item is not None and _attr(state_item, "inc") == _attr(item, "inc"):
+        state.update(_state_from_item(state_item))
+    return state
+
+
+def _record_from_item(
+    item: dict[str, Any], *, with_state: bool = True, state_item: dict[str, Any] | None = None
+) -> SessionRecord:
+    """A session item (and its state item) as a record; identifiers come from the keys, so a damaged item still
+    reads."""
     _, app_name, user_id = item["PK"]["S"].split("#", 2)
     create_time = readable_timestamp(_number(item, "create_time"))
     return SessionRecord(
@@ -1920,7 +2046,7 @@ def _record_from_item(item: dict[str, Any], *, with_state: bool = True) -> Sessi
         update_time=float(readable_timestamp(_number(item, "update_time"), create_time)),
         version=_whole(item, "version"),
         last_seq=_whole(item, "last_seq"),
-        state=_state_from_item(item) if with_state else {},
+        state=_session_state(item, state_item) if with_state else {},
         summary_event_id=item["cmp_id"].get("S") if "cmp_id" in item else None,
         summary_end_seq=_whole(item, "cmp_end"),
         incarnation=_attr(item, "inc"),
