@@ -2,34 +2,28 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
+from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.search.index import DEFAULT_CONFIG
 from agent_memory.search.lexical import neutral_names
+from tests.unit.test_search import HashEmbedder
 
 
-class RecordingHashEmbedder:
-    """Deterministic bag-of-words vectors (each token hashed to a dimension); remembers what it embedded."""
+class RecordingHashEmbedder(HashEmbedder):
+    """``test_search``'s bag-of-words vectors, wider, remembering what it embedded."""
 
-    name = "hash"
     dim = 256
 
     def __init__(self) -> None:
+        super().__init__()
         self.seen: list[str] = []
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         self.seen += texts
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for token in tokenize(text) or ["<empty>"]:
-                out[row, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1.0
-        unit: npt.NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
-        return unit
+        return super().embed(texts)
 
 
 NAMES = {"melanie", "caroline", "ann", "lee", "dr"}

@@ -111,10 +111,16 @@ def domain_error_response(exc: AgentMemoryError) -> Response[str]:
 
 def parse_body(text: str) -> Any:
     """The resolver's JSON deserializer: a blank body is no body; anything refused is a 400 naming ``body``."""
+    return _parse_refusing(parse_json_body, text)
+
+
+def _parse_refusing(parse: Callable[[str], Any], text: str) -> Any:
+    """``parse(text)``, a blank body as no body; what the parser refuses is a 400 (413 when too large) naming
+    ``body``. The JSON and the YAML bodies share it, so both refuse alike."""
     if not text.strip():
         return None
     try:
-        return parse_json_body(text)
+        return parse(text)
     except JsonTooLarge as exc:
         raise PayloadTooLarge(str(exc), field="body") from exc
     except JsonRejected as exc:
@@ -140,14 +146,7 @@ class RequestEvent(APIGatewayProxyEventV2):
                 and self.http_method == "POST"
                 and self.path.rstrip("/").endswith(IMPORT_PATH_SUFFIX)
             ):
-                if not text.strip():
-                    return None
-                try:
-                    return parse_yaml_body(text)
-                except JsonTooLarge as exc:
-                    raise PayloadTooLarge(str(exc), field="body") from exc
-                except JsonRejected as exc:
-                    raise InvalidInput(str(exc), field="body") from exc
+                return _parse_refusing(parse_yaml_body, text)
         return self._json_deserializer(text)
 
     @cached_property
