@@ -82,6 +82,15 @@ def start_stream_mappings(
     return threads
 
 
+def _start(streams: Any, stream_arn: str, shard_id: str, iterators: dict[str, str]) -> str:
+    """``shard_id``, with its iterator in ``iterators`` (from the shard's oldest record, as a new mapping reads)."""
+    if shard_id not in iterators:
+        iterators[shard_id] = streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+    return shard_id
+
+
 def _pump(mapping: StreamMapping, window_s: float, streams: Any, stream_arn: str, stop: threading.Event) -> None:
     handler = load_handler(mapping)
     iterators: dict[str, str] = {}
@@ -90,11 +99,7 @@ def _pump(mapping: StreamMapping, window_s: float, streams: Any, stream_arn: str
     while not stop.wait(0.5):
         try:
             for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
-                shard_id = shard["ShardId"]
-                if shard_id not in iterators:
-                    iterators[shard_id] = streams.get_shard_iterator(
-                        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                    )["ShardIterator"]
+                shard_id = _start(streams, stream_arn, shard["ShardId"], iterators)
                 response = streams.get_records(ShardIterator=iterators[shard_id])
                 iterators[shard_id] = response["NextShardIterator"]
                 for record in response.get("Records", []):
@@ -122,11 +127,7 @@ def read_to_end(streams: Any, stream_arn: str, iterators: dict[str, str], patter
     step by step; the server's pump above reads one page per shard per tick instead."""
     out: list[dict[str, Any]] = []
     for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
-        shard_id = shard["ShardId"]
-        if shard_id not in iterators:
-            iterators[shard_id] = streams.get_shard_iterator(
-                StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
+        shard_id = _start(streams, stream_arn, shard["ShardId"], iterators)
         while True:
             response = streams.get_records(ShardIterator=iterators[shard_id])
             iterators[shard_id] = response["NextShardIterator"]

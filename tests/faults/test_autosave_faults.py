@@ -18,19 +18,9 @@ from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, stream_records
 
 from .injector import FaultInjector, Reply, s3_error, throttle
-from .test_memory_faults import claims, on_key, save, texts, versions
 
-
-@pytest.fixture(autouse=True)
-def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("agent_memory.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
-
-
-@pytest.fixture(autouse=True)
-def _lexical(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EMBEDDER", "none")
-    monkeypatch.setenv("AUTOSAVE_POLICY", "default")
+# The memory tier's fixtures (a 3 s write budget, lexical search, the default policy) and helpers.
+from .test_memory_faults import _lexical, _short_budget, claims, on_key, save, texts, versions  # noqa: F401
 
 
 @pytest.fixture

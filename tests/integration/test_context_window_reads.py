@@ -9,15 +9,9 @@ import pytest
 
 from tests.conftest import RequestCounter
 from tests.integration.conftest import Api
+from tests.integration.test_context_api import _small_compaction_settings  # noqa: F401 - autouse, as there
 
 CTX = "/apps/app/users/alice/sessions/{sid}/context"
-
-
-@pytest.fixture(autouse=True)
-def _small_compaction_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COMPACTION_INTERVAL", "3")
-    monkeypatch.setenv("EVENT_RETENTION_SIZE", "2")
-    monkeypatch.setenv("TOKEN_THRESHOLD", "100000")
 
 
 def chat(api: Api, sid: str, turns: int, start: int = 0) -> None:

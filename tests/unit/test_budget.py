@@ -284,3 +284,11 @@ def test_bedrock_clients_fit_the_time_left() -> None:
         )
     with budget.invocation(Context(5.5), REQUEST):
         assert aws.model_client("bedrock-runtime") is None
+
+
+def test_a_scaled_reserve_is_its_cap_a_tenth_of_a_short_invocation_and_never_below_the_answer_reserve() -> None:
+    assert budget.scaled_reserve(Context(600), 30.0) == 30.0  # the cap: the function given its full time
+    assert budget.scaled_reserve(Context(120), 30.0) == pytest.approx(12.0, abs=0.05)  # a local emulation's context
+    assert budget.scaled_reserve(Context(10), 30.0) == budget.ANSWER_RESERVE_S
+    assert budget.scaled_reserve(object(), 30.0) == budget.ANSWER_RESERVE_S  # no context: no deadline to scale
+    assert budget.remaining_s(object()) is None and budget.remaining_s(Context(2)) == pytest.approx(2.0, abs=0.05)

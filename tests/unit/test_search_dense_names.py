@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.search.index import DEFAULT_CONFIG
 from agent_memory.search.lexical import neutral_names
-from tests.unit.test_search import HashEmbedder
+from tests.unit.test_search import RecordingEmbedder
 
 
-class RecordingHashEmbedder(HashEmbedder):
-    """``test_search``'s bag-of-words vectors, wider, remembering what it embedded."""
+class RecordingHashEmbedder(RecordingEmbedder):
+    """``test_search``'s recording bag-of-words vectors, wider (fewer hash collisions in the orders asserted)."""
 
     dim = 256
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.seen += texts
-        return super().embed(texts)
 
 
 NAMES = {"melanie", "caroline", "ann", "lee", "dr"}

@@ -257,19 +257,27 @@ def test_asking_for_a_preload_while_one_is_loading_does_not_wait_for_it(
     thread.join(30)
 
 
-def test_the_background_load_starts_only_after_its_packages_are_imported() -> None:
-    # numpy's C extension fails when two threads import it at once ("partially initialized module"): a request
-    # importing the search index while the preload thread imported it answered 500 in make run. The packages
-    # are imported by the thread that asks for the preload; the background thread only loads. A query's
-    # embedding never needs onnxruntime: neither the preload nor the first embed imports it.
+def _in_a_fresh_process(probe: str, env: dict[str, str] | None = None) -> str:
+    """What ``probe`` prints, run by a new interpreter (isolated mode) with the shared layer first on its path."""
     import subprocess
     import sys
     from pathlib import Path
 
     layer = Path(embedders.__file__).resolve().parents[2]
+    code = f"import sys\nsys.path.insert(0, {str(layer)!r})\n" + probe
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    return run.stdout
+
+
+def test_the_background_load_starts_only_after_its_packages_are_imported() -> None:
+    # numpy's C extension fails when two threads import it at once ("partially initialized module"): a request
+    # importing the search index while the preload thread imported it answered 500 in make run. The packages
+    # are imported by the thread that asks for the preload; the background thread only loads. A query's
+    # embedding never needs onnxruntime: neither the preload nor the first embed imports it.
     probe = (
         "import sys, threading\n"
-        f"sys.path.insert(0, {str(layer)!r})\n"
         "seen = {}\n"
         "start = threading.Thread.start\n"
         "def watched(self):\n"
@@ -282,21 +290,15 @@ def test_the_background_load_starts_only_after_its_packages_are_imported() -> No
         "assert MiniLMEmbedder().embed(['what instrument']).shape == (1, 384)\n"
         "print('onnxruntime' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.strip().splitlines()[-2:] == ["['numpy', 'tokenizers']", "False"]
+    out = _in_a_fresh_process(probe)
+    assert out.strip().splitlines()[-2:] == ["['numpy', 'tokenizers']", "False"]
 
 
 def test_the_numpy_pass_runs_numpys_blas_on_one_thread() -> None:
     # A threaded OpenBLAS product per layer took a query from 40 ms to 1.8 s on a busy machine (its workers
     # spin between calls); in a fresh process the numpy model's load sets one thread.
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    layer = Path(embedders.__file__).resolve().parents[2]
     probe = (
         "import ctypes, os, sys\n"
-        f"sys.path.insert(0, {str(layer)!r})\n"
         "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
         "import numpy as np\n"
         "from pathlib import Path\n"
@@ -307,13 +309,6 @@ def test_the_numpy_pass_runs_numpys_blas_on_one_thread() -> None:
         "MiniLMEmbedder().embed(['what instrument'])\n"
         "print(before, get())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={"PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": ""},
-    )
-    before, after = out.stdout.split()
+    out = _in_a_fresh_process(probe, env={"PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": ""})
+    before, after = out.split()
     assert after == "1" and int(before) >= 1

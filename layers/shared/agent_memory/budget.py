@@ -111,6 +111,19 @@ def remaining_ms(context: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def remaining_s(context: Any) -> float | None:
+    """The Lambda context's remaining time in seconds, or None when there is no usable context."""
+    left = remaining_ms(context)
+    return None if left is None else left / 1000
+
+
+def scaled_reserve(context: Any, most_s: float) -> float:
+    """A reserve before the context's deadline: ``most_s``, or a tenth of the time left when the invocation was
+    given less than ten times that (a local emulation's short context), never below ``ANSWER_RESERVE_S``."""
+    left = remaining_s(context)
+    return ANSWER_RESERVE_S if left is None else max(ANSWER_RESERVE_S, min(most_s, left / 10))
+
+
 @contextlib.contextmanager
 def invocation(context: Any, use: ModelBudget, *, reserve_s: float = ANSWER_RESERVE_S) -> Iterator[None]:
     """Within this block, model calls use ``use`` and end ``reserve_s`` before the Lambda context's deadline."""
