@@ -3,6 +3,7 @@ in-memory one."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -15,8 +16,9 @@ from agent_memory.errors import ServiceUnavailable
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.dynamo_claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
+from agent_memory.stores.memory_parts import encode_v1_part
 from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore, NotStored
-from agent_memory.stores.s3_memories import S3MemoryStore, encode_part
+from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
 from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
 from tests.conftest import BUCKET, TABLE
@@ -210,6 +212,57 @@ def test_the_s3_store_deletes_orphans_past_their_grace(aws: dict[str, Any]) -> N
     patient.forget("app", "alice", ["m9"])
     assert orphan not in {v["Key"] for v in s3_versions(aws)}
     assert set(patient.view("app", "alice").records) == {"m1"}
+
+
+def test_the_s3_store_reads_and_replaces_parts_of_the_earlier_format(aws: dict[str, Any]) -> None:
+    """A memory stored by the version before ``AMEM2`` (whole-JSON parts, a manifest without version ids) reads,
+    takes new segments, and its merge rewrites it in the current format."""
+    s3, prefix = aws["s3"], "memories/app/alice/"
+    old = [record(1, "likes green tea"), record(2, "plays the cello"), record(3, "allergic to cats")]
+    keys = [f"{prefix}parts/{i:032x}.mem" for i in (1, 2)]
+    for key, chunk in zip(keys, (old[:2], old[2:]), strict=True):
+        s3.put_object(Bucket=BUCKET, Key=key, Body=encode_v1_part(chunk, build(chunk).to_bytes()))
+    manifest = {"snapshot": keys[0], "segments": [keys[1]], "pending_delete": [], "epoch": "", "purge": False}
+    s3.put_object(Bucket=BUCKET, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
+    store = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+    view = store.view("app", "alice")
+    assert dict(view.records) == {r.id: r for r in old}
+    assert view.index.search("cello", 1)[0][0] == "m2"
+    assert store.add("app", "alice", [record(4, "runs marathons"), record(2)]) == ["m4"]
+    view = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine).view("app", "alice")
+    assert set(view.records) == {"m1", "m2", "m3", "m4"} and view.records["m4"].text == "runs marathons"
+    store.forget("app", "alice", ["m1"])  # merges everything into one snapshot
+    parts = [v for v in s3_versions(aws) if "/parts/" in v["Key"]]
+    assert len(parts) == 1
+    body = s3.get_object(Bucket=BUCKET, Key=parts[0]["Key"])["Body"].read()
+    assert body.startswith(b"AMEM2") and b"green tea" not in body
+    assert [r.id for r in decode_part(body)[0]] == ["m2", "m3", "m4"]
+
+
+def test_an_s3_search_decodes_only_the_records_it_returns(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+    for start in (0, 20):
+        store.add(
+            "app",
+            "alice",
+            [record(i, f"fact {i} about {'tea' if i % 10 == 3 else 'cake'}") for i in range(start, start + 20)],
+        )
+    decoded: list[str] = []
+    original = MemoryRecord.from_json.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[MemoryRecord], data: dict[str, Any]) -> MemoryRecord:
+        decoded.append(data["id"])
+        return original(cls, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(MemoryRecord, "from_json", classmethod(counting))
+    view = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine).view(
+        "app", "alice"
+    )
+    assert view.records and "m25" in view.records and decoded == []
+    hits = [i for i, _ in view.index.search("tea", 5)]
+    assert sorted(hits) == ["m13", "m23", "m3", "m33"]
+    assert [view.records[i].text for i in hits] and sorted(decoded) == sorted(hits)
+    assert len(view.records) == 40 and decoded == hits  # the ids alone count them
 
 
 # --- the SQLite store ----------------------------------------------------------------------------------------

@@ -262,6 +262,25 @@ def test_search_costs_one_s3_request_when_warm(api: Api, counter: RequestCounter
     assert cold <= 1 + 1 + 8
 
 
+def test_a_search_in_a_new_container_builds_no_dynamodb_store(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search (and a profile read) uses the memory store only: building the session and claim stores, DynamoDB
+    clients and all, was part of the search function's cold start."""
+    from agent_memory.composition import services
+    from agent_memory.stores.dynamo import DynamoSessionStore
+    from agent_memory.stores.dynamo_claims import DynamoClaimStore
+
+    save(api, {"memories": [{"text": "my sister lives in Porto"}]})
+    services.cache_clear()  # a new container
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("a search built a DynamoDB store")
+
+    monkeypatch.setattr(DynamoSessionStore, "__init__", refuse)
+    monkeypatch.setattr(DynamoClaimStore, "__init__", refuse)
+    assert [m["content"]["parts"][0]["text"] for m in search(api, "sister")] == ["my sister lives in Porto"]
+    assert api.request("GET", "/apps/app/users/alice/profile").status == 200
+
+
 def test_concurrent_saves_for_one_user_lose_nothing(api: Api) -> None:
     def writer(w: int) -> None:
         for i in range(4):

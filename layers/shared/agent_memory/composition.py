@@ -328,10 +328,11 @@ class Services:
 
             embedder = self.embedder
             self.preload_embedder()
+            # The session and claim stores are built when first used: a search never uses them.
             return MemoryService(
-                self.session_store,
+                lambda: self.session_store,
                 self.memory_store,
-                self.claim_store,
+                lambda: self.claim_store,
                 lambda index, query, k, cut: index.search(query, k, embedder=embedder, min_score=cut),
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,

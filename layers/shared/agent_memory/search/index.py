@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import math
+import zipfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -561,11 +562,14 @@ class SearchIndex:
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SearchIndex:
-        """The index ``to_bytes`` wrote (compressed or not). ValueError when ``data`` is not one."""
+    def from_bytes(cls, data: bytes | memoryview) -> SearchIndex:
+        """The index ``to_bytes`` wrote (compressed or not). ValueError when ``data`` is not one. The arrays of an
+        uncompressed archive are views into ``data`` (read-only; ``data`` stays alive with them), not copies."""
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-                arrays = {name: archive[name] for name in archive.files}
+            arrays = _stored_arrays(data)
+            if arrays is None:
+                with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+                    arrays = {name: archive[name] for name in archive.files}
             header = json.loads(arrays.pop("header").tobytes().decode("utf-8"))
         except Exception as exc:
             raise ValueError(f"not a search index: {type(exc).__name__}: {exc}") from exc
@@ -961,6 +965,74 @@ def _minmax(scores: F32) -> F32:
     if high <= low:
         return np.zeros_like(scores)
     return ((scores - np.float32(low)) / np.float32(high - low)).astype(np.float32)
+
+
+class _BufferReader:
+    """A read-only file over a buffer, without copying it (``io.BytesIO`` copies a memoryview): what ``zipfile``
+    needs to list an archive's members."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._pos = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, len(self._view))[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        out = self._view[self._pos : end].tobytes()
+        self._pos = max(self._pos, end)
+        return out
+
+
+_LOCAL_HEADER = 30  # a zip member's local header before its name and extra field
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _stored_arrays(data: bytes | memoryview) -> dict[str, npt.NDArray[Any]] | None:
+    """The arrays of an ``.npz`` written without compression (``to_bytes``' default) as views into ``data``: no
+    copy of the 38 MB of vectors of 100,000 memories, and no CRC pass over them (``np.load`` does both; the part
+    came whole from S3, whose transfer is checksummed). An array not aligned for its type is copied. None when a
+    member is compressed or not a plain ``.npy`` array of version 1 or 2: ``np.load`` then reads the archive."""
+    view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+    with zipfile.ZipFile(_BufferReader(view)) as archive:  # type: ignore[arg-type]
+        members = archive.infolist()
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for info in members:
+        if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+            return None
+        at = info.header_offset
+        local = view[at : at + _LOCAL_HEADER].tobytes()
+        if len(local) < _LOCAL_HEADER or local[:4] != b"PK\x03\x04":
+            raise ValueError(f"archive member {info.filename} has no local header")
+        start = at + _LOCAL_HEADER + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+        member = view[start : start + info.file_size]
+        preamble = member[:12].tobytes()
+        if preamble[:6] != _NPY_MAGIC or preamble[6] not in (1, 2):
+            return None
+        length, end = (
+            (int.from_bytes(preamble[8:10], "little"), 10)
+            if preamble[6] == 1
+            else (int.from_bytes(preamble[8:12], "little"), 12)
+        )
+        header = io.BytesIO(member[: end + length].tobytes())
+        version = np.lib.format.read_magic(header)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(header)
+        if fortran_order or dtype.hasobject:
+            return None
+        count = math.prod(shape)
+        array = np.frombuffer(member, dtype=dtype, count=count, offset=end + length).reshape(shape)
+        arrays[info.filename[: -len(".npy")]] = array if array.flags.aligned else array.copy()
+    return arrays
 
 
 def _stable_argsort(keys: I32, bound: int) -> I64:

@@ -129,12 +129,23 @@ def memory_entry(record: MemoryRecord, score: float) -> dict[str, Any]:
     }
 
 
+def _factory[T](store: T | Callable[[], T]) -> Callable[[], T]:
+    """A function giving ``store``: itself when it is one (the stores are objects, never callables)."""
+    if callable(store):
+        return store
+    return lambda: store
+
+
 class MemoryService:
+    """``sessions`` and ``claims`` may be given as functions that build the store when first used: a search or a
+    profile read uses neither, and in the search function building them (DynamoDB clients) was part of the first
+    search's cold path."""
+
     def __init__(
         self,
-        sessions: SessionStore,
+        sessions: SessionStore | Callable[[], SessionStore],
         memories: MemoryStore,
-        claims: ClaimStore,
+        claims: ClaimStore | Callable[[], ClaimStore],
         search: Callable[[Any, str, int, float | None], list[tuple[str, float]]],
         default_policy: str | dict[str, Any] = "default",
         clock: Callable[[], float] = time.time,
@@ -143,12 +154,20 @@ class MemoryService:
     ) -> None:
         self._quotas = quotas
         self._facts: FactExtractor = facts or ExtractiveFactExtractor()
-        self._sessions = sessions
+        self._sessions_of: Callable[[], SessionStore] = _factory(sessions)
         self._memories = memories
-        self._claims = claims
+        self._claims_of: Callable[[], ClaimStore] = _factory(claims)
         self._search = search
         self._default_policy = default_policy
         self._clock = clock
+
+    @property
+    def _sessions(self) -> SessionStore:
+        return self._sessions_of()
+
+    @property
+    def _claims(self) -> ClaimStore:
+        return self._claims_of()
 
     # --- save -----------------------------------------------------------------------------------------------
 

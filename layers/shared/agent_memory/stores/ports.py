@@ -427,9 +427,10 @@ class MemoryRecord:
 
 @dataclass
 class IndexedRecords:
-    """Memory records with their search index: a stored snapshot or segment, or a user's whole memory."""
+    """Memory records with their search index: a stored snapshot or segment, or a user's whole memory. The
+    records may be decoded only when read (``memory_parts``): a search reads those of its hits."""
 
-    records: dict[str, MemoryRecord]
+    records: Mapping[str, MemoryRecord]
     index: Any  # search.index.SearchIndex
 
 

@@ -7,9 +7,10 @@ Layout under ``memories/{app}/{user}/``:
   conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so concurrent writers never
   lose each other's work, and each write carries a nonce so that a writer recognises its own write after a
   lost answer;
-- ``parts/{epoch}/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``: one
-  big snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number
-  merges everything into a new snapshot; forgetting merges at once.
+- ``parts/{epoch}/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``
+  (``memory_parts``: a table of offsets, so that a search decodes only the records of its hits): one big
+  snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number merges
+  everything into a new snapshot; forgetting merges at once.
 
 What each write guarantees after a fault at any step (an error, a timeout, an applied write whose answer was
 lost):
@@ -46,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import threading
 import time
 import uuid
@@ -58,7 +58,10 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
+from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
 from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
+
+__all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_prefix"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,6 @@ ORPHAN_SWEEP_EVERY = 8
 # that old is an orphan, never the segment of a save about to name it.
 ORPHAN_GRACE_S = 900.0
 MANIFEST = "manifest.json"
-_MAGIC = b"AMEM1"
 _MISSING = frozenset({"NoSuchKey", "404", "NoSuchVersion"})
 # A conditional write lost: another writer replaced (or a forget-all removed) the manifest first.
 _LOST_RACE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
@@ -79,20 +81,6 @@ _LOST_RACE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict
 
 def user_prefix(app_name: str, user_id: str) -> str:
     return f"memories/{app_name}/{user_id}/"
-
-
-def encode_part(records: list[MemoryRecord], index_bytes: bytes) -> bytes:
-    header = json.dumps([r.to_json() for r in records], separators=(",", ":"), ensure_ascii=False).encode()
-    return _MAGIC + struct.pack(">Q", len(header)) + header + index_bytes
-
-
-def decode_part(data: bytes) -> tuple[list[MemoryRecord], bytes]:
-    if not data.startswith(_MAGIC):
-        raise ValueError("not a memory part")
-    (size,) = struct.unpack(">Q", data[len(_MAGIC) : len(_MAGIC) + 8])
-    start = len(_MAGIC) + 8
-    records = [MemoryRecord.from_json(r) for r in json.loads(data[start : start + size])]
-    return records, data[start + size :]
 
 
 @dataclass
@@ -190,7 +178,7 @@ class S3MemoryStore:
         client: Callable[[], Any],
         bucket: str,
         build_index: Callable[[list[MemoryRecord]], Any],
-        load_index: Callable[[bytes], Any],
+        load_index: Callable[[bytes | memoryview], Any],
         combine: Callable[[list[Any]], Any],
         orphan_grace_s: float | None = None,
     ) -> None:
@@ -275,8 +263,8 @@ class S3MemoryStore:
                 if self._code(exc) in _MISSING:
                     return None
                 raise
-            records, index_bytes = decode_part(data)
-            part = IndexedRecords({r.id: r for r in records}, self._load_index(index_bytes))
+            records, index_bytes = read_part(data)
+            part = IndexedRecords(records, self._load_index(index_bytes))
             self._remember(key, part)
         return part
 
@@ -354,14 +342,12 @@ class S3MemoryStore:
         loaded = list(zip(manifest.objects(), self._load_parts(manifest.objects()), strict=True))
         parts = [p for _, p in loaded if p is not None]
         missing = [k for k, p in loaded if p is None]
-        records: dict[str, MemoryRecord] = {}
-        for part in parts:
-            records.update(part.records)
-        forgotten = set(manifest.forgotten)
+        forgotten = frozenset(manifest.forgotten)
         index = self._combine([p.index for p in parts]) if parts else None
         if index is not None and forgotten:
             index = index.without(forgotten)
-        return IndexedRecords({k: v for k, v in records.items() if k not in forgotten}, index), missing
+        # no record is decoded here: a search reads only its hits
+        return IndexedRecords(CombinedRecords([p.records for p in parts], forgotten), index), missing
 
     def _scrubbed(self, manifest: Manifest, merged: IndexedRecords) -> IndexedRecords:
         """``merged`` with the forgotten memories' texts also removed from the context other memories were
@@ -372,8 +358,9 @@ class S3MemoryStore:
         fragments = [
             f"{r.author}: {r.text}"
             for key in manifest.objects()
-            for r in (getattr(self._load_part(key), "records", None) or {}).values()
-            if r.id in forgotten and r.text
+            for held in [getattr(self._load_part(key), "records", None) or {}]
+            for r in (held[i] for i in held if i in forgotten)  # only the forgotten ones decoded
+            if r.text
         ]
         affected: list[MemoryRecord] = []
         for record in merged.records.values():
@@ -649,7 +636,7 @@ class S3MemoryStore:
             logger.warning("could not cache the memory view", extra={"error": repr(exc)})
             self._forget_view(prefix)
             return
-        combined = IndexedRecords(view.records | part.records, index)
+        combined = IndexedRecords(CombinedRecords([view.records, part.records]), index)
         with self._lock:
             self._views.pop(prefix, None)
             if len(self._views) >= MAX_CACHED_PARTS:
