@@ -16,8 +16,10 @@ moto runs as a server in this process; every search goes through it over HTTP, a
   the boto3 floor (a fresh interpreter: ``import boto3``, an S3 client, one GET of the manifest) what any
   function pays; medians of ``--runs`` processes each, interleaved.
 - ``--baseline DIR``: the first search is also measured with another checkout's layer and search handler (e.g.
-  ``git worktree add /tmp/base main``), interleaved with this tree's, against the same stored parts: a before /
-  after comparison under the same machine load (the machine is shared: separate runs drift apart).
+  ``git worktree add /tmp/base main``), interleaved with this tree's, against the same records and indexes: a
+  before / after comparison under the same machine load (the machine is shared: separate runs drift apart). The
+  baseline reads a copy of the user's memory whose parts are in the format written before ``AMEM2``
+  (``memory_parts.encode_v1_part``: the same records and index bytes), which a tree before it can read.
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
 
@@ -217,6 +219,21 @@ def _search_events(app_name: str, user: str, queries: list[str]) -> list[dict[st
     raise LookupError("no POST search route in template.yaml")
 
 
+def _copy_as_v1(s3: Any, source: str, target: str) -> None:
+    """Copy the memory under ``source`` to ``target`` with every part re-encoded in the format written before
+    ``AMEM2`` (same records, same index bytes), for a baseline tree that reads only that format."""
+    from agent_memory.stores.memory_parts import decode_part, encode_v1_part
+    from agent_memory.stores.s3_memories import MANIFEST
+
+    manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=source + MANIFEST)["Body"].read())
+    for key in ([manifest["snapshot"]] if manifest.get("snapshot") else []) + manifest["segments"]:
+        records, index_bytes = decode_part(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=encode_v1_part(records, bytes(index_bytes)))
+    manifest = json.loads(json.dumps(manifest).replace(source, target))
+    manifest.pop("v", None)  # the copies' versions are not the originals'
+    s3.put_object(Bucket=BUCKET, Key=target + MANIFEST, Body=json.dumps(manifest).encode())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
@@ -301,6 +318,10 @@ def main() -> None:
 
             # fresh processes: the first search of a new container, then warm ones; with and without preload
             events = _search_events("bench", user, [queries[0], *queries])
+            baseline_events = events
+            if args.baseline is not None:
+                _copy_as_v1(client("s3"), user_prefix("bench", user), user_prefix("bench", user + "v1"))
+                baseline_events = _search_events("bench", user + "v1", [queries[0], *queries])
             samples: dict[str, list[dict[str, float]]] = {"preload": [], "no preload": []}
             if args.baseline is not None:
                 samples["baseline"] = []
@@ -312,7 +333,9 @@ def main() -> None:
                         handler=str(root / "functions" / "search_memories" / "app.py"),
                         no_preload=variant == "no preload",
                     )
-                    samples[variant].append(_fresh(code, events, child_env))
+                    samples[variant].append(
+                        _fresh(code, baseline_events if variant == "baseline" else events, child_env)
+                    )
                 floor_code = FLOOR.format(bucket=BUCKET, key=user_prefix("bench", user) + MANIFEST)
                 floors.append(_fresh(floor_code, [], child_env)["first"])
             med = {
