@@ -41,7 +41,6 @@ from agent_memory.search import Doc, SearchConfig, SearchIndex, lexical
 from agent_memory.search import index as index_module
 
 
-
 def _data_dir() -> Path:
     """The shared data folder: ``LOCOMO_DATA`` when set, else ``shared/data/locomo`` beside the repository (as on
     the development machines and in CI) or beside the folder holding it (a worktree under ``wt/``)."""

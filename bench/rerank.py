@@ -21,20 +21,19 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.providers.embedders import MiniLMEmbedder
+from agent_memory.search import SearchIndex
+from agent_memory.search import index as im
+from agent_memory.search.lexical import tokenize
 from bench.locomo import (
     CATEGORIES,
     TUNING,
-    VALIDATION,
     CachingEmbedder,
     Conversation,
     documents,
     load_conversations,
     recall_at_k,
 )
-from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import SearchIndex
-from agent_memory.search import index as im
-from agent_memory.search.lexical import tokenize
 
 F = npt.NDArray[np.float64]
 DOCS: dict[int, list] = {}  # type: ignore[type-arg]
@@ -42,6 +41,7 @@ DENSE_W = 0.5
 STATIC_W = 0.0
 QPEN = 0.0
 AUTH_W = 0.0
+LEN_W = 0.0
 SENT: dict[str, npt.NDArray[np.float32]] = {}
 SENT_MODE = ""  # "", "max", "add"
 SENT_W = 0.0
@@ -139,15 +139,15 @@ def question_rows(
     if STATIC_W:
         fused = (fused + STATIC_W * im._minmax(static)).astype(np.float32)
     parts = []
-    for name in ("author_boost", "time_boost", "date_boost"):
-        zero = {"author_boost": 0.0, "time_boost": 0.0, "date_boost": 0.0}
-        zero[name] = 1.0
-        only = replace(config, **zero)
+    for a, t, d in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
+        only = replace(config, author_boost=a, time_boost=t, date_boost=d)
         b = index._bonus(query, only)
         parts.append(np.zeros(n, np.float32) if b is None else b)
     bonus = index._bonus(query, config)
     peak = np.float32(fused.max()) if fused.max() > 0 else np.float32(1.0)
     ranking = fused if bonus is None else (fused + peak * bonus).astype(np.float32)
+    if LEN_W:
+        ranking = (ranking + peak * np.float32(LEN_W) * np.log1p(index._len_text.astype(np.float32))).astype(np.float32)
     if QPEN:
         ranking = (ranking - peak * np.float32(QPEN) * QFLAG[id(index)]).astype(np.float32)
     ceiling = index._lexical_ceiling(query, config)
@@ -162,7 +162,10 @@ def question_rows(
     term_map = index._term_map()
     post_ptr = index._inverted()[0]
     qterms = {t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None}
-    idf = {t: math.log(1.0 + (n - int(post_ptr[t + 1] - post_ptr[t]) + 0.5) / (int(post_ptr[t + 1] - post_ptr[t]) + 0.5)) for t in qterms}
+    idf = {
+        t: math.log(1.0 + (n - int(post_ptr[t + 1] - post_ptr[t]) + 0.5) / (int(post_ptr[t + 1] - post_ptr[t]) + 0.5))
+        for t in qterms
+    }
     idf_total = sum(idf.values()) or 1.0
     norm = index._length_norm(config)
     k1p1 = config.k1 + 1.0
@@ -180,7 +183,9 @@ def question_rows(
         s, e = int(index._doc_ptr[p]), int(index._doc_ptr[p + 1])
         text_score = ctx_score = 0.0
         cover_text = cover_all = 0.0
-        for t, tt, tc in zip(index._terms[s:e].tolist(), index._tf_text[s:e].tolist(), index._tf_ctx[s:e].tolist(), strict=True):
+        for t, tt, tc in zip(
+            index._terms[s:e].tolist(), index._tf_text[s:e].tolist(), index._tf_ctx[s:e].tolist(), strict=True
+        ):
             if t not in qterms:
                 continue
             if tt:
@@ -219,7 +224,9 @@ def question_rows(
     return [ids[p] for p in top.tolist()], feats, top
 
 
-def collect(conversations: Sequence[Conversation], embedder: CachingEmbedder, depth: int, cut: float) -> list[QuestionRows]:
+def collect(
+    conversations: Sequence[Conversation], embedder: CachingEmbedder, depth: int, cut: float
+) -> list[QuestionRows]:
     out: list[QuestionRows] = []
     for conversation in conversations:
         docs = documents(conversation, 2, True)
@@ -286,7 +293,9 @@ def model_order(w: F, cols: list[int], depth: int):  # type: ignore[no-untyped-d
     return order
 
 
-def cross_validate(rows: Sequence[QuestionRows], cols: list[int], depth: int, l2: float, names: Sequence[str]) -> tuple[float, float]:
+def cross_validate(
+    rows: Sequence[QuestionRows], cols: list[int], depth: int, l2: float, names: Sequence[str]
+) -> tuple[float, float]:
     ordered: list[QuestionRows] = []
     r5s, r10s, counts = [], [], []
     for held in names:
@@ -320,7 +329,16 @@ def main() -> None:
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
     if args.fusion_grid:
-        for dw, sw in ((0.5, 0.0), (0.45, 0.1), (0.4, 0.2), (0.5, 0.1), (0.5, 0.2), (0.4, 0.1), (0.3, 0.3), (0.35, 0.2)):
+        for dw, sw in (
+            (0.5, 0.0),
+            (0.45, 0.1),
+            (0.4, 0.2),
+            (0.5, 0.1),
+            (0.5, 0.2),
+            (0.4, 0.1),
+            (0.3, 0.3),
+            (0.35, 0.2),
+        ):
             DENSE_W, STATIC_W = dw, sw
             rows = collect(tuning, embedder, 10, args.cut)
             base = recalls(rows, lambda r: np.arange(len(r.ids)))

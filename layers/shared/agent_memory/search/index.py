@@ -185,7 +185,7 @@ class Calibration:
         if cosine is not None:
             z = z + np.float32(self.dense) * cosine
         if named is not None and self.author:
-            z = z + np.float32(self.author) * named
+            z = z + np.float32(self.author) * named.astype(np.float32)
         return z
 
     def scores(self, lexical_match: F32, cosine: F32 | None, named: Bool | None = None) -> F32:
