@@ -1,12 +1,14 @@
-"""Issue 13's second-stage rerank candidates, measured on LoCoMo in process (scratch harness, tuning first).
+"""Issue 13's recall@10 candidates on LoCoMo, in process over the service's ranking (a scratch harness; tuning).
 
-    .venv/bin/python -m bench.rerank --cache FILE [--depth 50] [--validation]
+    .venv/bin/python -m bench.rerank --cache FILE [--static WORDLLAMA.npz] [--fusion-grid | --author-fit]
 
-The first pass is the service's ranking (``SearchIndex.search``'s fusion, boosts and the 0.015 cut); its top
-``depth`` candidates of each question get a feature vector, a logistic regression over them is fitted on the
-tuning conversations (leave one conversation out for the figures that choose), and the candidates are reordered
-by it. ``--validation`` reports the validation conversations with the model fitted on all of tuning: run once,
-after the choice is committed.
+The first pass is the service's ranking (``SearchIndex.search``'s fusion, boosts and the 0.015 cut, rebuilt
+here from its parts so that each candidate can be switched on: a static embedder as a third fused signal, a
+penalty for memories that are mostly questions, sentence-level max-sim, a length prior, the calibrated score's
+author term). Its top ``--depth`` candidates of each question get a feature vector; by default a logistic
+regression over them is fitted on two tuning conversations and checked on the third (leave one conversation
+out). ``--author-fit``: the calibrated score's author weight, by Platt scaling over the retrieved top 10 with
+the other constants' logit as the offset, and tuning recall with the cut at a few weights.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers.embedders import MiniLMEmbedder
 from agent_memory.search import SearchIndex
 from agent_memory.search import index as im
@@ -312,6 +315,26 @@ def cross_validate(
     return sum(r5s) / sum(counts), sum(r10s) / sum(counts)
 
 
+def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float) -> None:
+    global AUTH_W
+    for weight in (0.0, 0.25, 0.4, 0.5, 1.0):
+        AUTH_W = weight
+        r5, r10 = recalls(collect(tuning, embedder, 10, cut), lambda r: np.arange(len(r.ids)))
+        print(f"author term {weight}: tuning {r5:.3f} / {r10:.3f} with the cut at {cut}", flush=True)
+    AUTH_W = 0.0
+    rows = collect(tuning, embedder, 10, 0.0)
+    c = im.HYBRID_CALIBRATION
+    lex, cos, named = FEATURES.index("lex_match"), FEATURES.index("cos_typed"), FEATURES.index("author")
+    z0 = np.concatenate([c.bias + c.lexical * r.features[:, lex] + c.dense * r.features[:, cos] for r in rows])
+    x = np.concatenate([r.features[:, named] for r in rows])
+    y = np.concatenate([r.labels for r in rows]).astype(np.float64)
+    w = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(z0 + w * x)))
+        w -= float(((p - y) * x).sum()) / float((p * (1 - p) * x * x).sum())
+    print(f"fitted author weight (Platt over the uncut top 10, offset the current logit): {w:.3f}")
+
+
 def main() -> None:
     global STATIC_W, DENSE_W
     parser = argparse.ArgumentParser()
@@ -319,7 +342,7 @@ def main() -> None:
     parser.add_argument("--static", type=Path)
     parser.add_argument("--depth", type=int, default=50)
     parser.add_argument("--cut", type=float, default=0.015)
-    parser.add_argument("--validation", action="store_true")
+    parser.add_argument("--author-fit", action="store_true")
     parser.add_argument("--fusion-grid", action="store_true")
     args = parser.parse_args()
     embedder = CachingEmbedder(MiniLMEmbedder())
@@ -328,6 +351,9 @@ def main() -> None:
         load_static(args.static)
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
+    if args.author_fit:
+        author_fit(tuning, embedder, args.cut)
+        return
     if args.fusion_grid:
         for dw, sw in (
             (0.5, 0.0),

@@ -168,7 +168,7 @@ class Calibration:
     MiniLM's (other embedders' cosines are on similar scales, not calibrated); lexical-only search (no
     vectors, or a query that could not be embedded) has its own fit. ``author`` (issue 13) was fitted after the
     others, which it leaves as they were, by Platt scaling over the retrieved top 10 with their logit as the
-    offset (``bench/rerank.py --author-score``): the memories of a named author are the ones the author boost
+    offset (``bench/rerank.py --author-fit``: 0.399): the memories of a named author are the ones the author boost
     ranks high on little lexical or cosine evidence, and without the term the cut took them out of the top 10.
     A query naming no author (every off-topic one) is scored as before.
     """
