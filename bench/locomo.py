@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,8 +40,18 @@ from agent_memory.providers.embedders import MiniLMEmbedder
 from agent_memory.search import Doc, SearchConfig, SearchIndex, lexical
 from agent_memory.search import index as index_module
 
-# The shared data folder sits beside the repository (as on the development machines and in CI).
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
+
+def _data_dir() -> Path:
+    """The shared data folder: ``LOCOMO_DATA`` when set, else ``shared/data/locomo`` beside the repository (as on
+    the development machines and in CI) or beside the folder holding it (a worktree under ``wt/``)."""
+    if os.environ.get("LOCOMO_DATA"):
+        return Path(os.environ["LOCOMO_DATA"])
+    parents = Path(__file__).resolve().parents
+    candidates = [parents[i] / "shared" / "data" / "locomo" for i in (2, 3) if i < len(parents)]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+DATA_DIR = _data_dir()
 # Method discipline (issue 13): every choice is made on the TUNING conversations; the VALIDATION ones are only
 # reported beside them (never chosen by). The same split as bench/calibrate.py and bench/profile_facts.py.
 TUNING = ("26", "30", "41")

@@ -497,6 +497,33 @@ def test_a_query_naming_an_author_prefers_that_authors_memories() -> None:
     assert ids(index.search(query, 2, config=SearchConfig(author_boost=1.0)))[0] == "c1"
 
 
+def test_a_named_authors_memories_score_higher_and_pass_the_cut(
+    minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = SearchIndex.build(SPEAKERS, minilm)
+    query = "What did Caroline do yesterday?"
+    with_term = dict(index.search(query, 4, minilm))
+    shift = index_module.HYBRID_CALIBRATION.author
+    assert shift > 0
+    without = index_module.Calibration(**{**vars(index_module.HYBRID_CALIBRATION), "author": 0.0})
+    monkeypatch.setattr(index_module, "HYBRID_CALIBRATION", without)
+    plain = dict(index.search(query, 4, minilm))
+    # Caroline's memories gain the author term's logit, Melanie's (which name her, but are not hers) do not
+    for doc_id in ("c1", "c2"):
+        logit = np.log(plain[doc_id] / (1 - plain[doc_id]))
+        assert with_term[doc_id] == pytest.approx(1 / (1 + np.exp(-(logit + shift))), abs=2e-4)
+    assert with_term["m1"] == plain["m1"] and with_term["m2"] == plain["m2"]
+    # so a cut between the two scores keeps the named author's memory only with the term
+    cut = (plain["c1"] + with_term["c1"]) / 2
+    assert "c1" not in ids(index.search(query, 4, minilm, min_score=cut))
+    monkeypatch.undo()
+    assert "c1" in ids(index.search(query, 4, minilm, min_score=cut))
+    # a query naming no author is scored as before
+    unnamed = index.search("pottery class", 4, minilm)
+    monkeypatch.setattr(index_module, "HYBRID_CALIBRATION", without)
+    assert index.search("pottery class", 4, minilm) == unnamed
+
+
 def test_a_when_question_prefers_memories_that_say_when() -> None:
     index = SearchIndex.build(SPEAKERS)
     plain, timed = SearchConfig(time_boost=0.0), SearchConfig(time_boost=1.0)

@@ -158,7 +158,8 @@ DEFAULT_CONFIG = SearchConfig(author_boost=0.3, time_boost=0.3, date_boost=0.1, 
 
 @dataclass(frozen=True)
 class Calibration:
-    """A memory's score for a query: ``1 / (1 + exp(-(bias + lexical * lexical_match + dense * cosine)))``.
+    """A memory's score for a query: ``1 / (1 + exp(-(bias + lexical * lexical_match + dense * cosine + author *
+    named)))``, ``named`` 1 for a memory of an author the query names (as ``author_boost`` reads it), else 0.
 
     Fitted by ``bench/calibrate.py`` on the tuning conversations of LoCoMo (26, 30, 41): the direction
     (lexical against dense) by a logistic regression over every memory of each question's user (evidence
@@ -166,28 +167,35 @@ class Calibration:
     the score is the share that is relevant (checked on the validation conversations, 42 and 43). ``min_score``
     is the default cut: the largest that keeps the tuning questions' recall@5 and @10. The dense weights are
     MiniLM's (other embedders' cosines are on similar scales, not calibrated); lexical-only search (no
-    vectors, or a query that could not be embedded) has its own fit.
+    vectors, or a query that could not be embedded) has its own fit. ``author`` (issue 13) was fitted after the
+    others, which it leaves as they were, by Platt scaling over the retrieved top 10 with their logit as the
+    offset (``bench/rerank.py --author-fit``: 0.399): the memories of a named author are the ones the author boost
+    ranks high on little lexical or cosine evidence, and without the term the cut took them out of the top 10.
+    A query naming no author (every off-topic one) is scored as before.
     """
 
     bias: float
     lexical: float
     dense: float
     min_score: float
+    author: float = 0.0
 
-    def logits(self, lexical_match: F32, cosine: F32 | None) -> F32:
+    def logits(self, lexical_match: F32, cosine: F32 | None, named: Bool | None = None) -> F32:
         """The scores before the logistic function (monotone in them: a cut on scores is a cut on these)."""
         z: F32 = np.float32(self.bias) + np.float32(self.lexical) * lexical_match
         if cosine is not None:
             z = z + np.float32(self.dense) * cosine
+        if named is not None and self.author:
+            z = z + np.float32(self.author) * named.astype(np.float32)
         return z
 
-    def scores(self, lexical_match: F32, cosine: F32 | None) -> F32:
-        z = self.logits(lexical_match, cosine)
+    def scores(self, lexical_match: F32, cosine: F32 | None, named: Bool | None = None) -> F32:
+        z = self.logits(lexical_match, cosine, named)
         out: F32 = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float32)
         return out
 
 
-HYBRID_CALIBRATION = Calibration(bias=-5.68, lexical=5.345, dense=4.406, min_score=0.015)
+HYBRID_CALIBRATION = Calibration(bias=-5.68, lexical=5.345, dense=4.406, min_score=0.015, author=0.4)
 # Lexical only, the rule would give 0.03, which still answers half the off-topic queries on LoCoMo (they share
 # words with some memory) and, in a small store, where a word's idf swings with every memory, drops real
 # matches: without vectors a memory must share a query word (as before), and no score cut applies by default.
@@ -643,11 +651,14 @@ class SearchIndex:
         ceiling = np.float32(self._lexical_ceiling(query, config))
         cut = calibration.min_score if min_score is None else min_score
 
+        named = self._author_mask(query) if calibration.author else None
+
         def calibrated(positions: I64) -> npt.NDArray[np.float64]:
             # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
             match = lexical[positions] / ceiling if ceiling > 0 else np.zeros_like(lexical[positions])
             own = None if cosine is None else cosine[positions]
-            return np.round(calibration.scores(match.astype(np.float32), own).astype(np.float64), 4)
+            mine = None if named is None else named[positions]
+            return np.round(calibration.scores(match.astype(np.float32), own, mine).astype(np.float64), 4)
 
         if dense is None:  # lexical only: a document must match a query term
             ranking, positive_only = lexical, True
@@ -672,7 +683,8 @@ class SearchIndex:
         lowest = cut - 0.00005
         if lowest > 0:
             match = lexical / ceiling if ceiling > 0 else np.zeros_like(lexical)
-            keep = calibration.logits(match.astype(np.float32), cosine) >= np.float32(math.log(lowest / (1 - lowest)))
+            logits = calibration.logits(match.astype(np.float32), cosine, named)
+            keep = logits >= np.float32(math.log(lowest / (1 - lowest)))
             ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
         depth = max(top_k, config.diversity_depth) if config.diversity else top_k
         top = self._top_positions(ranking, depth, exclude, positive_only=positive_only)
@@ -688,9 +700,6 @@ class SearchIndex:
             return None
         term_map = self._term_map()
         tags: dict[int, float] = {}
-        if config.author_boost:
-            for word in self._named_authors(query):
-                tags[term_map[AUTHOR_TAG + word]] = config.author_boost
         if config.time_boost and temporal_question(query):
             term = term_map.get(TIME_TAG)
             if term is not None:
@@ -702,18 +711,13 @@ class SearchIndex:
                 term = term_map.get(tag)
                 if term is not None:
                     dated[post_docs_of(self, term)] = True
-        if not tags and not dated.any():
+        authors = self._author_mask(query) if config.author_boost else None
+        if not tags and not dated.any() and authors is None:
             return None
-        post_ptr, post_docs = self._inverted()[:2]
         bonus = np.zeros(len(self), dtype=np.float32)
-        authors = np.zeros(len(self), dtype=bool)
         for term, weight in tags.items():
-            docs = post_docs[int(post_ptr[term]) : int(post_ptr[term + 1])]
-            if self._vocab[term] == TIME_TAG:
-                bonus[docs] += np.float32(weight)
-            else:  # an author named by two words of the query ("Ann Lee") is boosted once
-                authors[docs] = True
-        if config.author_boost:
+            bonus[post_docs_of(self, term)] += np.float32(weight)
+        if authors is not None:  # an author named by two words of the query ("Ann Lee") is boosted once
             bonus[authors] += np.float32(config.author_boost)
         if config.date_boost:  # a memory of two named months is boosted once
             bonus[dated] += np.float32(config.date_boost)
@@ -735,6 +739,18 @@ class SearchIndex:
             return query
         names = self._named_authors(query)
         return neutral_names(query, names) if names else query
+
+    def _author_mask(self, query: str) -> Bool | None:
+        """Which memories are of an author ``query`` names by a word of the name (``author_boost``, and the
+        calibrated score's ``author`` term); None when it names none."""
+        words = self._named_authors(query)
+        if not words:
+            return None
+        term_map = self._term_map()
+        mask = np.zeros(len(self), dtype=bool)
+        for word in words:
+            mask[post_docs_of(self, term_map[AUTHOR_TAG + word])] = True
+        return mask
 
     def _named_authors(self, query: str) -> list[str]:
         """The words of ``query`` that name an author of some memory here."""
