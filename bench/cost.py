@@ -26,8 +26,10 @@ Every AWS request is counted per handler with botocore hooks; the units are comp
   scaled by the CPU share of the function's ``MemorySize`` (one vCPU at 1,769 MB), plus an assumed round
   trip per AWS request that the function waits for; ×MemorySize as GB-seconds. The CPU is this machine's,
   not Graviton's: read the Lambda rows as an estimate, the request and unit rows as exact.
-- Logs: the bytes the handlers write (at the template's default ``LogLevel``) plus Lambda's START/END/REPORT
-  lines; transfer: the API's response bodies.
+- Logs: the bytes the handlers write (at the template's default ``LogLevel``, the metrics' EMF lines included)
+  plus Lambda's START/END/REPORT lines unless the function's ``LoggingConfig`` (Globals merged, at the
+  parameters' defaults) has ``SystemLogLevel`` WARN or ERROR, which leaves them out; transfer: the API's response
+  bodies.
 
 Streams read by Lambda triggers and the EventBridge schedule cost nothing per event. Prices: ``PRICES_AS_OF``.
 """
@@ -73,7 +75,7 @@ TRANSFER_OUT_PER_GB = 0.09
 VCPU_MB = 1769  # Lambda gives one vCPU at 1,769 MB and a proportional share below it
 ROUND_TRIP_S = {"dynamodb": 0.006, "s3": 0.020, "events": 0.010}  # waited for (and billed) per request, assumed
 COLD_START_FRACTION = 0.01  # of append invocations that pay the handler's INIT
-PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation
+PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation (when the system log level keeps them)
 TURN_INTERVAL_S = 30  # a user turn (and its reply) per session every 30 s
 SWEEP_EVERY_TURNS = 300 // TURN_INTERVAL_S  # the 5-minute CompactionSchedule
 TEXT_CHARS = 300
@@ -307,7 +309,7 @@ class Meter:
         return units if full.get("ConsistentRead") else units / 2
 
     @contextmanager
-    def invocation(self, component: str, memory_mb: int) -> Iterator[Usage]:
+    def invocation(self, component: str, memory_mb: int, platform_bytes: int = PLATFORM_LOG_BYTES) -> Iterator[Usage]:
         """Time one handler invocation and bill it: CPU scaled by the memory's CPU share plus round trips."""
         usage = self.usage[component]
         previous, self.current = self.current, component
@@ -327,7 +329,7 @@ class Meter:
             usage.cpu_s += cpu
             billed_ms = math.ceil((cpu * max(1.0, VCPU_MB / memory_mb) + waited) * 1000)
             usage.billed_s += billed_ms / 1000
-            usage.log_bytes += self.sink.bytes - log_start + PLATFORM_LOG_BYTES
+            usage.log_bytes += self.sink.bytes - log_start + platform_bytes
             self.current = previous
 
 
@@ -418,6 +420,45 @@ class StreamBatcher:
 # --- the workload -----------------------------------------------------------------------------------------------
 
 
+def _at_defaults(template: dict[str, Any], value: Any) -> Any:
+    """``value`` with the intrinsics a LoggingConfig uses (Ref, Fn::If, Fn::Equals, Fn::Or, Fn::Not) evaluated at
+    the parameters' defaults; ``None`` for ``AWS::NoValue``."""
+    if not isinstance(value, dict) or len(value) != 1:
+        return value
+    ((name, argument),) = value.items()
+    if name == "Ref":
+        if argument == "AWS::NoValue":
+            return None
+        return str(template["Parameters"][argument].get("Default", ""))
+    if name in {"Condition", "Fn::Condition"}:
+        return _at_defaults(template, template["Conditions"][argument])
+    if name == "Fn::If":
+        condition, when_true, when_false = argument
+        chosen = when_true if _at_defaults(template, template["Conditions"][condition]) else when_false
+        return _at_defaults(template, chosen)
+    arguments = [_at_defaults(template, a) for a in argument]
+    if name == "Fn::Equals":
+        return str(arguments[0]) == str(arguments[1])
+    if name == "Fn::Or":
+        return any(arguments)
+    if name == "Fn::And":
+        return all(arguments)
+    if name == "Fn::Not":
+        return not arguments[0]
+    raise ValueError(f"not evaluated here: {name}")
+
+
+def platform_log_bytes(template: dict[str, Any], function: str) -> int:
+    """The platform's bytes an invocation of ``function`` logs: none when its system log level is WARN or ERROR
+    (Lambda's JSON log format; SAM merges the Globals' LoggingConfig into the function's)."""
+    config = template["Globals"]["Function"].get("LoggingConfig", {}) | (
+        template["Resources"][function]["Properties"].get("LoggingConfig") or {}
+    )
+    level = _at_defaults(template, config.get("SystemLogLevel"))
+    json_format = _at_defaults(template, config.get("LogFormat")) == "JSON"
+    return 0 if json_format and level in {"WARN", "ERROR"} else PLATFORM_LOG_BYTES
+
+
 def memory_mb(template: dict[str, Any], function: str) -> int:
     own = template["Resources"][function]["Properties"].get("MemorySize")
     return int(own or template["Globals"]["Function"]["MemorySize"])
@@ -487,7 +528,9 @@ def run(
 
             def call(component: str, method: str, path: str, template_path: str, body: Any, expect: int) -> None:
                 function = route_function[(method, template_path)]
-                with meter.invocation(component, memory_mb(template, function)) as usage:
+                with meter.invocation(
+                    component, memory_mb(template, function), platform_log_bytes(template, function)
+                ) as usage:
                     status, reply = api.call(method, path, body)
                 assert status == expect, (path, status, reply)
                 usage.api_requests += 1
@@ -516,7 +559,10 @@ def run(
                 for batch in batcher.due(now, flush):
                     context = LambdaContext(function_name=mapping.function, memory_limit_in_mb=1024)
                     context.deadline = time.time() + timeout_s
-                    with meter.invocation("autosave", memory_mb(template, mapping.function)):
+                    function = mapping.function
+                    with meter.invocation(
+                        "autosave", memory_mb(template, function), platform_log_bytes(template, function)
+                    ):
                         result = autosave({"Records": batch}, context)
                     assert result == {"batchItemFailures": []}, result
                     batch_sizes.append(len(batch))
@@ -525,7 +571,9 @@ def run(
             def run_sweep(now: float) -> None:
                 event = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
                 context = LambdaContext(function_name=sweep.function, deadline=time.time() + 300)
-                with meter.invocation("sweep", memory_mb(template, sweep.function)):
+                with meter.invocation(
+                    "sweep", memory_mb(template, sweep.function), platform_log_bytes(template, sweep.function)
+                ):
                     report = sweeper(event, context)
                 assert not report["failed"], report
                 read_stream(now)  # the compaction events it appended
@@ -701,8 +749,10 @@ def _per_event(result: dict[str, Any], name: str) -> str:
     requests = ", ".join(f"{k} {v / n:.3f}" for k, v in sorted(u["requests"].items()))
     cpu_ms = 1000 * u["cpu_s"] / max(1, u["invocations"])
     billed_ms = 1000 * u["billed_s"] / max(1, u["invocations"])
+    log_b = u["log_bytes"] / max(1, u["invocations"])
     return (
-        f"{name}: {u['invocations']} invocations, CPU {cpu_ms:.1f} ms and billed {billed_ms:.0f} ms each; "
+        f"{name}: {u['invocations']} invocations, CPU {cpu_ms:.1f} ms and billed {billed_ms:.0f} ms each, "
+        f"{log_b:.0f} B logged each; "
         f"per appended event: WRU {sum(u['wru'].values()) / n:.2f} ({wru}), RRU {u['rru'] / n:.2f}, "
         f"requests: {requests}; failed writes {u['failed_writes']}"
     )
@@ -765,7 +815,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.variant:
         spec = json.loads(args.variant)
-        bench_environment(TABLE, BUCKET, POWERTOOLS_LOG_LEVEL="INFO")
+        # the metrics on: their EMF lines are log lines CloudWatch ingests (and bills) like any other
+        bench_environment(TABLE, BUCKET, POWERTOOLS_LOG_LEVEL="INFO", POWERTOOLS_METRICS_DISABLED="false")
         print(json.dumps(run(**spec)))
         return
     base = run_variant(args.sessions, args.turns, 200, True)
