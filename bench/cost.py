@@ -177,6 +177,7 @@ class Usage:
     billed_s: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)  # "service:Operation"
     wru: Counter[str] = field(default_factory=Counter)  # by what was written: item kind or index
+    wru_tx: Counter[str] = field(default_factory=Counter)  # the part of ``wru`` written inside a transaction (×2)
     rru: float = 0.0
     failed_writes: int = 0
     log_bytes: int = 0
@@ -273,6 +274,8 @@ class Meter:
             kind = item_kind(key)
             size = max(item_size(old), item_size(new))
             usage.wru[kind] += factor * max(1, math.ceil(size / KB))
+            if factor == 2:
+                usage.wru_tx[kind] += factor * max(1, math.ceil(size / KB))
             if failed or action == "check":
                 usage.failed_writes += int(failed)
                 continue
@@ -646,6 +649,7 @@ def _usage_json(u: Usage) -> dict[str, Any]:
         "billed_s": u.billed_s,
         "requests": dict(u.requests),
         "wru": dict(u.wru),
+        "wru_tx": dict(u.wru_tx),
         "rru": u.rru,
         "failed_writes": u.failed_writes,
         "log_bytes": u.log_bytes,
@@ -655,21 +659,31 @@ def _usage_json(u: Usage) -> dict[str, Any]:
     }
 
 
-def measure_storage(raw: Any, s3: Any, table_keys: tuple[str, ...], indexes: list[Index]) -> dict[str, int]:
+def measure_storage(raw: Any, s3: Any, table_keys: tuple[str, ...], indexes: list[Index]) -> dict[str, Any]:
     """Bytes stored: items and index entries with DynamoDB's 100 bytes of overhead each, every S3 version."""
-    table = index_bytes = items = 0
+    table = index_bytes = items = events = 0
+    by_index: Counter[str] = Counter()
     for page in raw.get_paginator("scan").paginate(TableName=TABLE):
         for item in page["Items"]:
             items += 1
+            events += item_kind(item) == "event"
             table += item_size(item) + 100
             for index in indexes:
                 entry = index.entry(item, table_keys)
                 if entry is not None:
                     index_bytes += item_size(entry) + 100
+                    by_index[index.name] += item_size(entry) + 100
     s3_bytes = 0
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET):
         s3_bytes += sum(v["Size"] for v in page.get("Versions", []))
-    return {"items": items, "table_bytes": table, "index_bytes": index_bytes, "s3_bytes": s3_bytes}
+    return {
+        "items": items,
+        "events": events,
+        "table_bytes": table,
+        "index_bytes": index_bytes,
+        "index_bytes_by": dict(by_index),
+        "s3_bytes": s3_bytes,
+    }
 
 
 # --- prices -------------------------------------------------------------------------------------------------------
@@ -740,6 +754,46 @@ def storage_per_month(result: dict[str, Any]) -> tuple[float, float, float]:
     s3_gb = s["s3_bytes"] * per / 1e9
     usd = ddb_gb * (DYNAMODB_STORAGE_PER_GB_MONTH + DYNAMODB_PITR_PER_GB_MONTH) + s3_gb * S3_STORAGE_PER_GB_MONTH
     return ddb_gb, s3_gb, usd
+
+
+# --- the append at 3 WRU (docs/design.md, "An append at 3 WRU": a design, not built) ---------------------------
+
+# The LSIs it drops (the events' own sort key is their seq; reads by time walk it newest first), and the item it
+# adds per event: ``E#…`` / ``I#{event id}`` with the writer's token, its time and the incarnation.
+DESIGN_DROPPED_INDEXES = ("by_seq", "by_ts")
+DESIGN_ID_ITEM_BYTES = 150
+
+
+def design_append(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as the 3-WRU append would have used it, from the sizes measured: every event (a compaction's
+    too) written by a plain PutItem (1× its units, not 2×) with an id item beside it (1 WRU), the session item's
+    update out of the transaction (1×; its writes outside one, the sweep's settling, as they were), no entry in
+    the dropped LSIs, and two more DynamoDB round trips an append
+    (four requests: the session read, the id item, the event, the counters). Storage loses the LSIs' entries and
+    gains an id item an event."""
+    out: dict[str, Any] = json.loads(json.dumps(result))
+    for name in ("append", "sweep"):
+        u = out["usage"].get(name)
+        if not u:
+            continue
+        transactions = u["requests"].pop("dynamodb:TransactWriteItems", 0)
+        wru = u["wru"]
+        # appends with a state delta (none in this workload) keep the transaction: only events and counters move
+        for kind in ("event", "session"):
+            if kind in wru:
+                wru[kind] -= u["wru_tx"].get(kind, 0) / 2
+        for index in DESIGN_DROPPED_INDEXES:
+            wru.pop(f"index {index}", None)
+        events = wru.get("event", 0.0) and (result["appended"] if name == "append" else transactions)
+        wru["id"] = float(events)
+        u["requests"]["dynamodb:PutItem"] = u["requests"].get("dynamodb:PutItem", 0) + 2 * transactions
+        u["requests"]["dynamodb:UpdateItem"] = u["requests"].get("dynamodb:UpdateItem", 0) + transactions
+        u["billed_s"] += 2 * transactions * ROUND_TRIP_S["dynamodb"]
+    storage = out["storage"]
+    dropped = sum(storage["index_bytes_by"].get(i, 0) for i in DESIGN_DROPPED_INDEXES)
+    storage["index_bytes"] -= dropped
+    storage["table_bytes"] += storage["events"] * (DESIGN_ID_ITEM_BYTES + 100)
+    return out
 
 
 def _per_event(result: dict[str, Any], name: str) -> str:
@@ -851,8 +905,19 @@ def main() -> None:
         print(
             f"{label}: total {sum(c.values()):.2f} USD per 1M appended events (append DynamoDB "
             f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save Lambda {c['auto-save Lambda']:.2f}, "
-            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}); {_batches(other)}"
+            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}; with the 3-WRU append "
+            f"{sum(component_costs(design_append(other)).values()):.2f}); {_batches(other)}"
         )
+    design = design_append(base)
+    d = component_costs(design)
+    wru = sum(design["usage"]["append"]["wru"].values()) / design["appended"]
+    print(
+        f"the append at 3 WRU (docs/design.md, a design, not built), priced from this run's sizes: total "
+        f"{sum(d.values()):.2f} USD per 1M appended events (append DynamoDB {d['append DynamoDB']:.2f}, {wru:.2f} WRU "
+        f"an append; append Lambda {d['append Lambda']:.2f}; compaction sweep "
+        f"{d['compaction sweep (Lambda, DynamoDB, S3)']:.2f}); storage {storage_per_month(design)[0]:.2f} GB in "
+        f"DynamoDB, {storage_per_month(design)[2]:.2f} USD a month with PITR"
+    )
     ddb_gb, s3_gb, usd = storage_per_month(base)
     s = base["storage"]
     print(
