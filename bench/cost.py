@@ -5,12 +5,13 @@
 A typical workload goes through the template's handlers (``local.server.LocalApi``, moto in process): sessions
 created with ~200 B of state, then chat turns (a user event and an assistant reply of ~300 characters each, one
 append per event), the sessions interleaved as many users' conversations are. The workload has a clock: each
-session takes a turn every ``TURN_INTERVAL_S`` (interleaved: the sessions' turns spread evenly over it), and each
-stream record is stamped with the time of its append. Auto-save reads the table's stream (the template's filter)
-through a model of the event source mapping (``StreamBatcher``): a batch closes when it holds
-``AutoSaveBatchSize`` records, when ``AutoSaveBatchingWindowSeconds`` have passed since its first record, or when
-the next record would take its payload past Lambda's 6 MB, whichever comes first. The compaction sweep runs every
-``SWEEP_EVERY_TURNS`` turns of each session (the 5-minute schedule at one turn per ``TURN_INTERVAL_S``).
+session takes a turn every ``TURN_INTERVAL_S`` (a slow-chat variant: every 5 minutes; interleaved: the sessions'
+turns spread evenly over it), and each stream record is stamped with the time of its append. Auto-save reads
+the table's stream (the template's filter) through a model of the event source mapping (``StreamBatcher``): a
+batch closes when it holds ``AutoSaveBatchSize`` records, when ``AutoSaveBatchingWindowSeconds`` have passed since
+its first record, or when the next record would take its payload past Lambda's 6 MB, whichever comes first. The
+compaction sweep runs every ``SWEEP_INTERVAL_S`` of the workload's clock (the 5-minute schedule: every 10 turns at
+a turn per 30 s, every turn in the slow-chat variant's one per 5 minutes).
 
 Every AWS request is counted per handler with botocore hooks; the units are computed from what was written:
 
@@ -77,7 +78,7 @@ ROUND_TRIP_S = {"dynamodb": 0.006, "s3": 0.020, "events": 0.010}  # waited for (
 COLD_START_FRACTION = 0.01  # of append invocations that pay the handler's INIT
 PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation (when the system log level keeps them)
 TURN_INTERVAL_S = 30  # a user turn (and its reply) per session every 30 s
-SWEEP_EVERY_TURNS = 300 // TURN_INTERVAL_S  # the 5-minute CompactionSchedule
+SWEEP_INTERVAL_S = 300  # the 5-minute CompactionSchedule
 TEXT_CHARS = 300
 PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024  # a synchronous invocation's payload: a stream batch closes before passing it
 
@@ -486,6 +487,7 @@ def run(
     interleaved: bool,
     batch_size: int | None = None,
     window_s: float | None = None,
+    turn_interval_s: float = TURN_INTERVAL_S,
 ) -> dict[str, Any]:
     """Drive the workload through the handlers; return every component's usage and the storage left behind."""
     import boto3
@@ -597,22 +599,23 @@ def run(
                     }
                     call("append", "POST", f"/apps/chat/users/u{s}/sessions/s{s}/events", events_path, event, 201)
 
-            # The workload's clock: a session takes a turn every TURN_INTERVAL_S; interleaved, the sessions' turns
+            sweep_every = max(1, round(SWEEP_INTERVAL_S / turn_interval_s))  # turns of a session between sweeps
+            # The workload's clock: a session takes a turn every turn_interval_s; interleaved, the sessions' turns
             # are spread evenly over that interval, one after another, each session's turns follow each other.
             if interleaved:
                 for t in range(turns):
                     for s in range(sessions):
-                        turn(s, t, (t + s / sessions) * TURN_INTERVAL_S)
-                    drain_stream((t + 1) * TURN_INTERVAL_S, flush=False)
-                    if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                        run_sweep((t + 1) * TURN_INTERVAL_S)
+                        turn(s, t, (t + s / sessions) * turn_interval_s)
+                    drain_stream((t + 1) * turn_interval_s, flush=False)
+                    if (t + 1) % sweep_every == 0:
+                        run_sweep((t + 1) * turn_interval_s)
             else:
                 for s in range(sessions):
                     for t in range(turns):
-                        turn(s, t, (s * turns + t) * TURN_INTERVAL_S)
-                        drain_stream((s * turns + t + 1) * TURN_INTERVAL_S, flush=False)
-                        if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                            run_sweep((s * turns + t + 1) * TURN_INTERVAL_S)
+                        turn(s, t, (s * turns + t) * turn_interval_s)
+                        drain_stream((s * turns + t + 1) * turn_interval_s, flush=False)
+                        if (t + 1) % sweep_every == 0:
+                            run_sweep((s * turns + t + 1) * turn_interval_s)
             drain_stream(math.inf, flush=True)
             run_sweep(math.inf)
             BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
@@ -833,6 +836,7 @@ def run_variant(
     interleaved: bool,
     batch_size: int | None = None,
     window_s: float | None = None,
+    turn_interval_s: float = TURN_INTERVAL_S,
 ) -> dict[str, Any]:
     """One workload in a fresh interpreter (its own moto, caches and handler modules)."""
     spec = json.dumps(
@@ -843,6 +847,7 @@ def run_variant(
             "interleaved": interleaved,
             "batch_size": batch_size,
             "window_s": window_s,
+            "turn_interval_s": turn_interval_s,
         }
     )
     out = subprocess.run(
@@ -866,6 +871,7 @@ def main() -> None:
         "--autosave-window", type=float, help="also price auto-save with this AutoSaveBatchingWindowSeconds (a lever)"
     )
     parser.add_argument("--only-default", action="store_true", help="the default workload's table only")
+    parser.add_argument("--only-variant", help="of the other workloads, only those whose label contains this")
     args = parser.parse_args()
     if args.variant:
         spec = json.loads(args.variant)
@@ -886,19 +892,22 @@ def main() -> None:
     print(_batches(base))
     print()
     lines: list[tuple[str, dict[str, Any]]] = []
-    variants: dict[str, tuple[int, bool, int | None, float | None]] = {
-        "one session per auto-save batch (200 B state)": (200, False, None, None),
-        "4 KB of session state": (4096, True, None, None),
-        "40 KB of session state": (40960, True, None, None),
-        "the old auto-save default (AutoSaveBatchSize 10, window 60 s)": (200, True, 10, 60.0),
+    variants: dict[str, tuple[int, bool, int | None, float | None, float]] = {
+        "one session per auto-save batch (200 B state)": (200, False, None, None, TURN_INTERVAL_S),
+        "4 KB of session state": (4096, True, None, None, TURN_INTERVAL_S),
+        "40 KB of session state": (40960, True, None, None, TURN_INTERVAL_S),
+        "the old auto-save default (AutoSaveBatchSize 10, window 60 s)": (200, True, 10, 60.0, TURN_INTERVAL_S),
+        "slow chat, a turn every 5 minutes (a sweep after every turn)": (200, True, None, None, 300.0),
     }
     if args.only_default:
         variants = {}
     if args.autosave_batch_size or args.autosave_window is not None:
         label = f"AutoSaveBatchSize {args.autosave_batch_size}, window {args.autosave_window} s"
-        variants[label] = (200, True, args.autosave_batch_size, args.autosave_window)
-    for label, (state, interleaved, size, window) in variants.items():
-        lines.append((label, run_variant(args.sessions, args.turns, state, interleaved, size, window)))
+        variants[label] = (200, True, args.autosave_batch_size, args.autosave_window, TURN_INTERVAL_S)
+    if args.only_variant:
+        variants = {k: v for k, v in variants.items() if args.only_variant in k}
+    for label, (state, interleaved, size, window, interval) in variants.items():
+        lines.append((label, run_variant(args.sessions, args.turns, state, interleaved, size, window, interval)))
     for label, other in lines:
         c = component_costs(other)
         wru = sum(other["usage"]["append"]["wru"].values()) / other["appended"]
