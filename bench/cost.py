@@ -5,12 +5,13 @@
 A typical workload goes through the template's handlers (``local.server.LocalApi``, moto in process): sessions
 created with ~200 B of state, then chat turns (a user event and an assistant reply of ~300 characters each, one
 append per event), the sessions interleaved as many users' conversations are. The workload has a clock: each
-session takes a turn every ``TURN_INTERVAL_S`` (interleaved: the sessions' turns spread evenly over it), and each
-stream record is stamped with the time of its append. Auto-save reads the table's stream (the template's filter)
-through a model of the event source mapping (``StreamBatcher``): a batch closes when it holds
-``AutoSaveBatchSize`` records, when ``AutoSaveBatchingWindowSeconds`` have passed since its first record, or when
-the next record would take its payload past Lambda's 6 MB, whichever comes first. The compaction sweep runs every
-``SWEEP_EVERY_TURNS`` turns of each session (the 5-minute schedule at one turn per ``TURN_INTERVAL_S``).
+session takes a turn every ``TURN_INTERVAL_S`` (a slow-chat variant: every 5 minutes; interleaved: the sessions'
+turns spread evenly over it), and each stream record is stamped with the time of its append. Auto-save reads
+the table's stream (the template's filter) through a model of the event source mapping (``StreamBatcher``): a
+batch closes when it holds ``AutoSaveBatchSize`` records, when ``AutoSaveBatchingWindowSeconds`` have passed since
+its first record, or when the next record would take its payload past Lambda's 6 MB, whichever comes first. The
+compaction sweep runs every ``SWEEP_INTERVAL_S`` of the workload's clock (the 5-minute schedule: every 10 turns at
+a turn per 30 s, every turn in the slow-chat variant's one per 5 minutes).
 
 Every AWS request is counted per handler with botocore hooks; the units are computed from what was written:
 
@@ -26,8 +27,10 @@ Every AWS request is counted per handler with botocore hooks; the units are comp
   scaled by the CPU share of the function's ``MemorySize`` (one vCPU at 1,769 MB), plus an assumed round
   trip per AWS request that the function waits for; ×MemorySize as GB-seconds. The CPU is this machine's,
   not Graviton's: read the Lambda rows as an estimate, the request and unit rows as exact.
-- Logs: the bytes the handlers write (at the template's default ``LogLevel``) plus Lambda's START/END/REPORT
-  lines; transfer: the API's response bodies.
+- Logs: the bytes the handlers write (at the template's default ``LogLevel``, the metrics' EMF lines included)
+  plus Lambda's START/END/REPORT lines unless the function's ``LoggingConfig`` (Globals merged, at the
+  parameters' defaults) has ``SystemLogLevel`` WARN or ERROR, which leaves them out; transfer: the API's response
+  bodies.
 
 Streams read by Lambda triggers and the EventBridge schedule cost nothing per event. Prices: ``PRICES_AS_OF``.
 """
@@ -73,9 +76,9 @@ TRANSFER_OUT_PER_GB = 0.09
 VCPU_MB = 1769  # Lambda gives one vCPU at 1,769 MB and a proportional share below it
 ROUND_TRIP_S = {"dynamodb": 0.006, "s3": 0.020, "events": 0.010}  # waited for (and billed) per request, assumed
 COLD_START_FRACTION = 0.01  # of append invocations that pay the handler's INIT
-PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation
+PLATFORM_LOG_BYTES = 330  # START, END and REPORT lines per invocation (when the system log level keeps them)
 TURN_INTERVAL_S = 30  # a user turn (and its reply) per session every 30 s
-SWEEP_EVERY_TURNS = 300 // TURN_INTERVAL_S  # the 5-minute CompactionSchedule
+SWEEP_INTERVAL_S = 300  # the 5-minute CompactionSchedule
 TEXT_CHARS = 300
 PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024  # a synchronous invocation's payload: a stream batch closes before passing it
 
@@ -175,6 +178,7 @@ class Usage:
     billed_s: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)  # "service:Operation"
     wru: Counter[str] = field(default_factory=Counter)  # by what was written: item kind or index
+    wru_tx: Counter[str] = field(default_factory=Counter)  # the part of ``wru`` written inside a transaction (×2)
     rru: float = 0.0
     failed_writes: int = 0
     log_bytes: int = 0
@@ -271,6 +275,8 @@ class Meter:
             kind = item_kind(key)
             size = max(item_size(old), item_size(new))
             usage.wru[kind] += factor * max(1, math.ceil(size / KB))
+            if factor == 2:
+                usage.wru_tx[kind] += factor * max(1, math.ceil(size / KB))
             if failed or action == "check":
                 usage.failed_writes += int(failed)
                 continue
@@ -307,7 +313,7 @@ class Meter:
         return units if full.get("ConsistentRead") else units / 2
 
     @contextmanager
-    def invocation(self, component: str, memory_mb: int) -> Iterator[Usage]:
+    def invocation(self, component: str, memory_mb: int, platform_bytes: int = PLATFORM_LOG_BYTES) -> Iterator[Usage]:
         """Time one handler invocation and bill it: CPU scaled by the memory's CPU share plus round trips."""
         usage = self.usage[component]
         previous, self.current = self.current, component
@@ -327,7 +333,7 @@ class Meter:
             usage.cpu_s += cpu
             billed_ms = math.ceil((cpu * max(1.0, VCPU_MB / memory_mb) + waited) * 1000)
             usage.billed_s += billed_ms / 1000
-            usage.log_bytes += self.sink.bytes - log_start + PLATFORM_LOG_BYTES
+            usage.log_bytes += self.sink.bytes - log_start + platform_bytes
             self.current = previous
 
 
@@ -418,6 +424,45 @@ class StreamBatcher:
 # --- the workload -----------------------------------------------------------------------------------------------
 
 
+def _at_defaults(template: dict[str, Any], value: Any) -> Any:
+    """``value`` with the intrinsics a LoggingConfig uses (Ref, Fn::If, Fn::Equals, Fn::Or, Fn::Not) evaluated at
+    the parameters' defaults; ``None`` for ``AWS::NoValue``."""
+    if not isinstance(value, dict) or len(value) != 1:
+        return value
+    ((name, argument),) = value.items()
+    if name == "Ref":
+        if argument == "AWS::NoValue":
+            return None
+        return str(template["Parameters"][argument].get("Default", ""))
+    if name in {"Condition", "Fn::Condition"}:
+        return _at_defaults(template, template["Conditions"][argument])
+    if name == "Fn::If":
+        condition, when_true, when_false = argument
+        chosen = when_true if _at_defaults(template, template["Conditions"][condition]) else when_false
+        return _at_defaults(template, chosen)
+    arguments = [_at_defaults(template, a) for a in argument]
+    if name == "Fn::Equals":
+        return str(arguments[0]) == str(arguments[1])
+    if name == "Fn::Or":
+        return any(arguments)
+    if name == "Fn::And":
+        return all(arguments)
+    if name == "Fn::Not":
+        return not arguments[0]
+    raise ValueError(f"not evaluated here: {name}")
+
+
+def platform_log_bytes(template: dict[str, Any], function: str) -> int:
+    """The platform's bytes an invocation of ``function`` logs: none when its system log level is WARN or ERROR
+    (Lambda's JSON log format; SAM merges the Globals' LoggingConfig into the function's)."""
+    config = template["Globals"]["Function"].get("LoggingConfig", {}) | (
+        template["Resources"][function]["Properties"].get("LoggingConfig") or {}
+    )
+    level = _at_defaults(template, config.get("SystemLogLevel"))
+    json_format = _at_defaults(template, config.get("LogFormat")) == "JSON"
+    return 0 if json_format and level in {"WARN", "ERROR"} else PLATFORM_LOG_BYTES
+
+
 def memory_mb(template: dict[str, Any], function: str) -> int:
     own = template["Resources"][function]["Properties"].get("MemorySize")
     return int(own or template["Globals"]["Function"]["MemorySize"])
@@ -442,6 +487,7 @@ def run(
     interleaved: bool,
     batch_size: int | None = None,
     window_s: float | None = None,
+    turn_interval_s: float = TURN_INTERVAL_S,
 ) -> dict[str, Any]:
     """Drive the workload through the handlers; return every component's usage and the storage left behind."""
     import boto3
@@ -487,7 +533,9 @@ def run(
 
             def call(component: str, method: str, path: str, template_path: str, body: Any, expect: int) -> None:
                 function = route_function[(method, template_path)]
-                with meter.invocation(component, memory_mb(template, function)) as usage:
+                with meter.invocation(
+                    component, memory_mb(template, function), platform_log_bytes(template, function)
+                ) as usage:
                     status, reply = api.call(method, path, body)
                 assert status == expect, (path, status, reply)
                 usage.api_requests += 1
@@ -516,7 +564,10 @@ def run(
                 for batch in batcher.due(now, flush):
                     context = LambdaContext(function_name=mapping.function, memory_limit_in_mb=1024)
                     context.deadline = time.time() + timeout_s
-                    with meter.invocation("autosave", memory_mb(template, mapping.function)):
+                    function = mapping.function
+                    with meter.invocation(
+                        "autosave", memory_mb(template, function), platform_log_bytes(template, function)
+                    ):
                         result = autosave({"Records": batch}, context)
                     assert result == {"batchItemFailures": []}, result
                     batch_sizes.append(len(batch))
@@ -525,7 +576,9 @@ def run(
             def run_sweep(now: float) -> None:
                 event = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
                 context = LambdaContext(function_name=sweep.function, deadline=time.time() + 300)
-                with meter.invocation("sweep", memory_mb(template, sweep.function)):
+                with meter.invocation(
+                    "sweep", memory_mb(template, sweep.function), platform_log_bytes(template, sweep.function)
+                ):
                     report = sweeper(event, context)
                 assert not report["failed"], report
                 read_stream(now)  # the compaction events it appended
@@ -546,22 +599,23 @@ def run(
                     }
                     call("append", "POST", f"/apps/chat/users/u{s}/sessions/s{s}/events", events_path, event, 201)
 
-            # The workload's clock: a session takes a turn every TURN_INTERVAL_S; interleaved, the sessions' turns
+            sweep_every = max(1, round(SWEEP_INTERVAL_S / turn_interval_s))  # turns of a session between sweeps
+            # The workload's clock: a session takes a turn every turn_interval_s; interleaved, the sessions' turns
             # are spread evenly over that interval, one after another, each session's turns follow each other.
             if interleaved:
                 for t in range(turns):
                     for s in range(sessions):
-                        turn(s, t, (t + s / sessions) * TURN_INTERVAL_S)
-                    drain_stream((t + 1) * TURN_INTERVAL_S, flush=False)
-                    if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                        run_sweep((t + 1) * TURN_INTERVAL_S)
+                        turn(s, t, (t + s / sessions) * turn_interval_s)
+                    drain_stream((t + 1) * turn_interval_s, flush=False)
+                    if (t + 1) % sweep_every == 0:
+                        run_sweep((t + 1) * turn_interval_s)
             else:
                 for s in range(sessions):
                     for t in range(turns):
-                        turn(s, t, (s * turns + t) * TURN_INTERVAL_S)
-                        drain_stream((s * turns + t + 1) * TURN_INTERVAL_S, flush=False)
-                        if (t + 1) % SWEEP_EVERY_TURNS == 0:
-                            run_sweep((s * turns + t + 1) * TURN_INTERVAL_S)
+                        turn(s, t, (s * turns + t) * turn_interval_s)
+                        drain_stream((s * turns + t + 1) * turn_interval_s, flush=False)
+                        if (t + 1) % sweep_every == 0:
+                            run_sweep((s * turns + t + 1) * turn_interval_s)
             drain_stream(math.inf, flush=True)
             run_sweep(math.inf)
             BotocoreStubber.process_request = serialized  # type: ignore[method-assign]
@@ -598,6 +652,7 @@ def _usage_json(u: Usage) -> dict[str, Any]:
         "billed_s": u.billed_s,
         "requests": dict(u.requests),
         "wru": dict(u.wru),
+        "wru_tx": dict(u.wru_tx),
         "rru": u.rru,
         "failed_writes": u.failed_writes,
         "log_bytes": u.log_bytes,
@@ -607,21 +662,31 @@ def _usage_json(u: Usage) -> dict[str, Any]:
     }
 
 
-def measure_storage(raw: Any, s3: Any, table_keys: tuple[str, ...], indexes: list[Index]) -> dict[str, int]:
+def measure_storage(raw: Any, s3: Any, table_keys: tuple[str, ...], indexes: list[Index]) -> dict[str, Any]:
     """Bytes stored: items and index entries with DynamoDB's 100 bytes of overhead each, every S3 version."""
-    table = index_bytes = items = 0
+    table = index_bytes = items = events = 0
+    by_index: Counter[str] = Counter()
     for page in raw.get_paginator("scan").paginate(TableName=TABLE):
         for item in page["Items"]:
             items += 1
+            events += item_kind(item) == "event"
             table += item_size(item) + 100
             for index in indexes:
                 entry = index.entry(item, table_keys)
                 if entry is not None:
                     index_bytes += item_size(entry) + 100
+                    by_index[index.name] += item_size(entry) + 100
     s3_bytes = 0
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET):
         s3_bytes += sum(v["Size"] for v in page.get("Versions", []))
-    return {"items": items, "table_bytes": table, "index_bytes": index_bytes, "s3_bytes": s3_bytes}
+    return {
+        "items": items,
+        "events": events,
+        "table_bytes": table,
+        "index_bytes": index_bytes,
+        "index_bytes_by": dict(by_index),
+        "s3_bytes": s3_bytes,
+    }
 
 
 # --- prices -------------------------------------------------------------------------------------------------------
@@ -694,6 +759,46 @@ def storage_per_month(result: dict[str, Any]) -> tuple[float, float, float]:
     return ddb_gb, s3_gb, usd
 
 
+# --- the append at 3 WRU (docs/design.md, "An append at 3 WRU": a design, not built) ---------------------------
+
+# The LSIs it drops (the events' own sort key is their seq; reads by time walk it newest first), and the item it
+# adds per event: ``E#…`` / ``I#{event id}`` with the writer's token, its time and the incarnation.
+DESIGN_DROPPED_INDEXES = ("by_seq", "by_ts")
+DESIGN_ID_ITEM_BYTES = 150
+
+
+def design_append(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as the 3-WRU append would have used it, from the sizes measured: every event (a compaction's
+    too) written by a plain PutItem (1× its units, not 2×) with an id item beside it (1 WRU), the session item's
+    update out of the transaction (1×; its writes outside one, the sweep's settling, as they were), no entry in
+    the dropped LSIs, and two more DynamoDB round trips an append
+    (four requests: the session read, the id item, the event, the counters). Storage loses the LSIs' entries and
+    gains an id item an event."""
+    out: dict[str, Any] = json.loads(json.dumps(result))
+    for name in ("append", "sweep"):
+        u = out["usage"].get(name)
+        if not u:
+            continue
+        transactions = u["requests"].pop("dynamodb:TransactWriteItems", 0)
+        wru = u["wru"]
+        # appends with a state delta (none in this workload) keep the transaction: only events and counters move
+        for kind in ("event", "session"):
+            if kind in wru:
+                wru[kind] -= u["wru_tx"].get(kind, 0) / 2
+        for index in DESIGN_DROPPED_INDEXES:
+            wru.pop(f"index {index}", None)
+        events = wru.get("event", 0.0) and (result["appended"] if name == "append" else transactions)
+        wru["id"] = float(events)
+        u["requests"]["dynamodb:PutItem"] = u["requests"].get("dynamodb:PutItem", 0) + 2 * transactions
+        u["requests"]["dynamodb:UpdateItem"] = u["requests"].get("dynamodb:UpdateItem", 0) + transactions
+        u["billed_s"] += 2 * transactions * ROUND_TRIP_S["dynamodb"]
+    storage = out["storage"]
+    dropped = sum(storage["index_bytes_by"].get(i, 0) for i in DESIGN_DROPPED_INDEXES)
+    storage["index_bytes"] -= dropped
+    storage["table_bytes"] += storage["events"] * (DESIGN_ID_ITEM_BYTES + 100)
+    return out
+
+
 def _per_event(result: dict[str, Any], name: str) -> str:
     u = result["usage"][name]
     n = result["appended"]
@@ -701,8 +806,10 @@ def _per_event(result: dict[str, Any], name: str) -> str:
     requests = ", ".join(f"{k} {v / n:.3f}" for k, v in sorted(u["requests"].items()))
     cpu_ms = 1000 * u["cpu_s"] / max(1, u["invocations"])
     billed_ms = 1000 * u["billed_s"] / max(1, u["invocations"])
+    log_b = u["log_bytes"] / max(1, u["invocations"])
     return (
-        f"{name}: {u['invocations']} invocations, CPU {cpu_ms:.1f} ms and billed {billed_ms:.0f} ms each; "
+        f"{name}: {u['invocations']} invocations, CPU {cpu_ms:.1f} ms and billed {billed_ms:.0f} ms each, "
+        f"{log_b:.0f} B logged each; "
         f"per appended event: WRU {sum(u['wru'].values()) / n:.2f} ({wru}), RRU {u['rru'] / n:.2f}, "
         f"requests: {requests}; failed writes {u['failed_writes']}"
     )
@@ -729,6 +836,7 @@ def run_variant(
     interleaved: bool,
     batch_size: int | None = None,
     window_s: float | None = None,
+    turn_interval_s: float = TURN_INTERVAL_S,
 ) -> dict[str, Any]:
     """One workload in a fresh interpreter (its own moto, caches and handler modules)."""
     spec = json.dumps(
@@ -739,6 +847,7 @@ def run_variant(
             "interleaved": interleaved,
             "batch_size": batch_size,
             "window_s": window_s,
+            "turn_interval_s": turn_interval_s,
         }
     )
     out = subprocess.run(
@@ -762,10 +871,12 @@ def main() -> None:
         "--autosave-window", type=float, help="also price auto-save with this AutoSaveBatchingWindowSeconds (a lever)"
     )
     parser.add_argument("--only-default", action="store_true", help="the default workload's table only")
+    parser.add_argument("--only-variant", help="of the other workloads, only those whose label contains this")
     args = parser.parse_args()
     if args.variant:
         spec = json.loads(args.variant)
-        bench_environment(TABLE, BUCKET, POWERTOOLS_LOG_LEVEL="INFO")
+        # the metrics on: their EMF lines are log lines CloudWatch ingests (and bills) like any other
+        bench_environment(TABLE, BUCKET, POWERTOOLS_LOG_LEVEL="INFO", POWERTOOLS_METRICS_DISABLED="false")
         print(json.dumps(run(**spec)))
         return
     base = run_variant(args.sessions, args.turns, 200, True)
@@ -781,27 +892,41 @@ def main() -> None:
     print(_batches(base))
     print()
     lines: list[tuple[str, dict[str, Any]]] = []
-    variants: dict[str, tuple[int, bool, int | None, float | None]] = {
-        "one session per auto-save batch (200 B state)": (200, False, None, None),
-        "4 KB of session state": (4096, True, None, None),
-        "40 KB of session state": (40960, True, None, None),
-        "the old auto-save default (AutoSaveBatchSize 10, window 60 s)": (200, True, 10, 60.0),
+    variants: dict[str, tuple[int, bool, int | None, float | None, float]] = {
+        "one session per auto-save batch (200 B state)": (200, False, None, None, TURN_INTERVAL_S),
+        "4 KB of session state": (4096, True, None, None, TURN_INTERVAL_S),
+        "40 KB of session state": (40960, True, None, None, TURN_INTERVAL_S),
+        "the old auto-save default (AutoSaveBatchSize 10, window 60 s)": (200, True, 10, 60.0, TURN_INTERVAL_S),
+        "slow chat, a turn every 5 minutes (a sweep after every turn)": (200, True, None, None, 300.0),
     }
     if args.only_default:
         variants = {}
     if args.autosave_batch_size or args.autosave_window is not None:
         label = f"AutoSaveBatchSize {args.autosave_batch_size}, window {args.autosave_window} s"
-        variants[label] = (200, True, args.autosave_batch_size, args.autosave_window)
-    for label, (state, interleaved, size, window) in variants.items():
-        lines.append((label, run_variant(args.sessions, args.turns, state, interleaved, size, window)))
+        variants[label] = (200, True, args.autosave_batch_size, args.autosave_window, TURN_INTERVAL_S)
+    if args.only_variant:
+        variants = {k: v for k, v in variants.items() if args.only_variant in k}
+    for label, (state, interleaved, size, window, interval) in variants.items():
+        lines.append((label, run_variant(args.sessions, args.turns, state, interleaved, size, window, interval)))
     for label, other in lines:
         c = component_costs(other)
         wru = sum(other["usage"]["append"]["wru"].values()) / other["appended"]
         print(
             f"{label}: total {sum(c.values()):.2f} USD per 1M appended events (append DynamoDB "
             f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save Lambda {c['auto-save Lambda']:.2f}, "
-            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}); {_batches(other)}"
+            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}; with the 3-WRU append "
+            f"{sum(component_costs(design_append(other)).values()):.2f}); {_batches(other)}"
         )
+    design = design_append(base)
+    d = component_costs(design)
+    wru = sum(design["usage"]["append"]["wru"].values()) / design["appended"]
+    print(
+        f"the append at 3 WRU (docs/design.md, a design, not built), priced from this run's sizes: total "
+        f"{sum(d.values()):.2f} USD per 1M appended events (append DynamoDB {d['append DynamoDB']:.2f}, {wru:.2f} WRU "
+        f"an append; append Lambda {d['append Lambda']:.2f}; compaction sweep "
+        f"{d['compaction sweep (Lambda, DynamoDB, S3)']:.2f}); storage {storage_per_month(design)[0]:.2f} GB in "
+        f"DynamoDB, {storage_per_month(design)[2]:.2f} USD a month with PITR"
+    )
     ddb_gb, s3_gb, usd = storage_per_month(base)
     s = base["storage"]
     print(

@@ -218,6 +218,31 @@ def test_function_logs_to_a_log_group_with_retention(function: str) -> None:
     assert RESOURCES[log_group]["Properties"]["RetentionInDays"]
 
 
+@pytest.mark.parametrize("level", ["DEBUG", "INFO", "WARNING", "ERROR"])
+def test_log_format_drops_the_platform_lines_but_never_the_metrics(level: str) -> None:
+    # As deployed (SAM merges the Globals' LoggingConfig into each function's): at DEBUG and INFO the JSON format,
+    # the platform's START/END/REPORT lines left out (SystemLogLevel WARN) and Lambda's filter at LogLevel, which
+    # an EMF metric line (no "level", so INFO) passes; at WARNING and ERROR that filter would drop the metrics, so
+    # the Text format, which filters nothing.
+    from tests.infra.test_template_auth import deployed
+
+    stack = deployed({"LogLevel": level})
+    functions = [k for k, r in stack.template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"]
+    assert len(functions) == len(FUNCTIONS)
+    for function in functions:
+        config = stack.resource(function)["LoggingConfig"]
+        assert config["LogGroup"].startswith("<"), function  # the function's own group is kept
+        if level in {"DEBUG", "INFO"}:
+            assert (config["LogFormat"], config["ApplicationLogLevel"], config["SystemLogLevel"]) == (
+                "JSON",
+                level,
+                "WARN",
+            ), function
+        else:
+            assert config["LogFormat"] == "Text" and "ApplicationLogLevel" not in config, function
+            assert "SystemLogLevel" not in config, function
+
+
 def test_globals() -> None:
     function = TEMPLATE["Globals"]["Function"]
     assert function["Runtime"] == "python3.13"

@@ -492,6 +492,21 @@ def test_iam_writes_are_logged_with_the_callers_arn(
     assert (write["auth_mode"], write["app_name"], write["user_id"]) == ("iam", APP, "bob")
 
 
+def test_a_write_line_leaves_out_what_the_log_group_already_says(
+    iam_mode: Gateway, info_logs: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Logs are billed by the byte and an append logs one "write" line: the function's name, ARN and memory size
+    # (one log group per function) and the code location are left out; the request's ids stay.
+    reply = iam_mode.request("POST", f"/apps/{APP}/users/bob/sessions", caller=None, iam=True)
+    assert reply.status == 201
+    (record,) = [r for r in caplog.records if r.name == edge.logger.name and r.getMessage() == "write"]
+    line = json.loads(edge.logger.registered_formatter.format(record))
+    assert not set(edge.CONSTANT_LOG_KEYS) & set(line), line
+    assert line["function_request_id"] and line["correlation_id"] and "cold_start" in line
+    route = "POST /apps/{app_name}/users/{user_id}/sessions"
+    assert (line["level"], line["route"], line["user_id"]) == ("INFO", route, "bob")
+
+
 def test_a_route_the_table_lacks_fails_closed(jwt_mode: Gateway) -> None:
     # API Gateway routes only the template's routes, and the route table holds them all; a path a function's
     # resolver does not know is still checked, as strictly as a user's route.

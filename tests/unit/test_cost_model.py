@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.cost import Index, item_kind, item_size, table_indexes, value_size
 from local.template import load_template
 
@@ -63,3 +65,52 @@ def test_the_stream_batcher_closes_a_batch_by_count_window_or_payload_whichever_
         b.add(float(i), _record(i, size=PAYLOAD_LIMIT_BYTES // 6))
     assert [len(batch) for batch in b.due(now=6.0)] == [5]
     assert b.closed_by == {"payload": 1}
+
+
+def test_platform_lines_are_priced_as_the_template_configures_them() -> None:
+    import copy
+
+    from bench.cost import PLATFORM_LOG_BYTES, platform_log_bytes
+
+    template = load_template()
+    assert platform_log_bytes(template, "AppendEventFunction") == 0  # JSON, SystemLogLevel WARN at LogLevel INFO
+    quiet = copy.deepcopy(template)
+    quiet["Parameters"]["LogLevel"]["Default"] = "WARNING"  # the Text format: the platform lines are back
+    assert platform_log_bytes(quiet, "AppendEventFunction") == PLATFORM_LOG_BYTES
+    del template["Globals"]["Function"]["LoggingConfig"]
+    assert platform_log_bytes(template, "AppendEventFunction") == PLATFORM_LOG_BYTES
+
+
+def test_the_3_wru_design_halves_only_what_a_transaction_wrote_and_drops_the_lsis() -> None:
+    from bench.cost import ROUND_TRIP_S, design_append
+
+    def usage(wru: dict[str, float], wru_tx: dict[str, float], transactions: int) -> dict[str, object]:
+        return {
+            "wru": wru,
+            "wru_tx": wru_tx,
+            "billed_s": 1.0,
+            "requests": {"dynamodb:TransactWriteItems": transactions},
+        }
+
+    result: dict[str, Any] = {
+        "appended": 10,
+        "usage": {
+            # 10 appends: event and session in a transaction (2 + 2), an entry in each LSI, a due mark
+            "append": usage(
+                {"event": 20, "session": 20, "index by_seq": 10, "index by_ts": 10, "index by_due": 1},
+                {"event": 20, "session": 20},
+                10,
+            ),
+            # one compaction (a 3 KB event, in a transaction) and one settling UpdateItem outside any
+            "sweep": usage({"event": 6, "session": 3, "index by_seq": 3}, {"event": 6, "session": 2}, 1),
+        },
+        "storage": {"events": 11, "table_bytes": 1000, "index_bytes": 900, "index_bytes_by": {"by_seq": 400}},
+    }
+    design = design_append(result)
+    append, sweep = design["usage"]["append"], design["usage"]["sweep"]
+    assert append["wru"] == {"event": 10, "session": 10, "index by_due": 1, "id": 10}  # 3.1 WRU an append
+    assert sweep["wru"] == {"event": 3, "session": 2, "id": 1}  # the settling write stays 1 WRU
+    assert append["requests"] == {"dynamodb:PutItem": 20, "dynamodb:UpdateItem": 10}
+    assert append["billed_s"] == 1.0 + 20 * ROUND_TRIP_S["dynamodb"]
+    assert design["storage"]["index_bytes"] == 500 and design["storage"]["table_bytes"] == 1000 + 11 * 250
+    assert result["usage"]["append"]["wru"]["event"] == 20  # the measured result is left as it was

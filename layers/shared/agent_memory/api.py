@@ -51,6 +51,10 @@ from .requests import UNION_TAGS
 # The service is also the dimension of every metric, which the template's alarm on CompactionFailures names.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "agent-memory"
 logger = Logger(service=SERVICE)
+# Keys every line of a function's log group would repeat (each function has its own group) and the code location:
+# left out of the lines a request logs (its "write" line is one per write; logs are billed by the byte). The
+# request ids (``function_request_id``, ``correlation_id``), ``cold_start``, the level and the time stay.
+CONSTANT_LOG_KEYS = ("function_name", "function_arn", "function_memory_size", "location")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
 # Read-only routes emit no application metric; that is expected, not worth a warning per request.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -358,6 +362,7 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @metrics.log_metrics(raise_on_empty_metrics=False)
     def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logger.remove_keys(CONSTANT_LOG_KEYS)  # what inject_lambda_context added that the log group already says
         return app.resolve(event, context)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
