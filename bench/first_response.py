@@ -2,10 +2,13 @@
 against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
 
     .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
+        [--preload MODULE …]
 
 ``--baseline DIR`` also runs every handler from another checkout's ``layers/shared`` and ``functions`` (e.g.
 ``git archive <commit> layers functions | tar -x -C DIR``), interleaved with this tree's, against the same
-endpoint and floor: a before/after comparison that the machine's load hits alike.
+endpoint and floor: a before/after comparison that the machine's load hits alike. ``--preload MODULE …`` adds a
+row per handler whose process imports those modules before the clock starts: what the first response would be if
+importing them cost nothing (``--preload pydantic`` prices the validation library before any work to remove it).
 
 Each measurement is a new process with what Lambda gives a function: the runtime's interpreter with only
 boto3 and botocore (the virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as
@@ -47,9 +50,11 @@ FLOOR = (
     "print(time.perf_counter() - t, 200, 0, time.process_time() - cpu)"
 )
 HANDLER = """
-import time; t = time.perf_counter(); c = time.process_time()
-import importlib.util, json, sys
+import sys
 sys.path[:0] = [{layer!r}, {packages!r}]
+{preload}
+import time; t = time.perf_counter(); c = time.process_time()
+import importlib.util, json
 class Context:
     function_name = "bench"; memory_limit_in_mb = 1024; aws_request_id = "r"
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
@@ -125,8 +130,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare, interleaved")
+    parser.add_argument("--preload", nargs="*", default=[], help="modules imported before the clock starts")
     args = parser.parse_args()
     trees = {"": ROOT} if args.baseline is None else {"": ROOT, " (baseline)": args.baseline.resolve()}
+    preloaded = f" (preloaded: {', '.join(args.preload)})"
+    # suffix -> (tree, modules imported before the clock)
+    variants: dict[str, tuple[Path, list[str]]] = {suffix: (tree, []) for suffix, tree in trees.items()}
+    if args.preload:
+        variants[preloaded] = (ROOT, args.preload)
 
     from moto.server import ThreadedMotoServer
 
@@ -163,11 +174,12 @@ def main() -> None:
         )
         code, envs = {}, {}
         for c in [*selected, setup]:
-            for suffix, tree in trees.items():
+            for suffix, (tree, modules) in variants.items():
                 code[c.name + suffix] = HANDLER.format(
                     layer=str(tree / "layers" / "shared"),
                     packages=packages,
                     path=str(handler_file(template, c.function, tree)),
+                    preload="".join(f"import {m}\n" for m in modules),
                 )
                 envs[c.name + suffix] = {**env, **function_environment(template, c.function, names), **QUIET}
         # Memories for the search to find (so that it loads the model and the index), saved the same way.
@@ -181,7 +193,7 @@ def main() -> None:
         )
         for c in (save,):
             code[c.name] = HANDLER.format(
-                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function))
+                layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function)), preload=""
             )
             envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
         for c in (setup, save):
@@ -200,7 +212,7 @@ def main() -> None:
                 if case.name == "create_session":
                     body = {"session_id": f"cold-{uuid.uuid4().hex[:12]}"}
                 event = event_for(Case(case.name, case.function, case.method, case.path, body, case.query), template)
-                for suffix in trees:
+                for suffix in variants:
                     name = case.name + suffix
                     if case.name == "create_session":  # a new session each time: a true creation
                         event = event_for(

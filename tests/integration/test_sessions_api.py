@@ -50,6 +50,28 @@ def test_true_creation_publishes_session_created_and_reuse_does_not(api: Api, aw
     }
 
 
+def test_a_true_creation_builds_its_store_and_publisher_clients_from_one_session(
+    api: Api, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 14's first response: a second botocore session (the publisher's) read botocore's endpoint and partition
+    # data again, about 90 CPU ms of a cold create
+    import botocore.session
+
+    from agent_memory.aws import reset_clients
+
+    reset_clients()
+    made: list[int] = []
+    init = botocore.session.Session.__init__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(botocore.session.Session, "__init__", counting)
+    assert api.create(session_id="one-session").status == 201  # DynamoDB, then EventBridge's SessionCreated
+    assert len(made) == 1
+
+
 def test_get_returns_events_oldest_first_with_merged_state_and_etag(api: Api) -> None:
     api.create(session_id="s1", state={"app:theme": "dark"})
     for i in range(3):
