@@ -141,12 +141,13 @@ def question_rows(
     fused = ((1 - DENSE_W - STATIC_W) * im._minmax(lexical) + DENSE_W * im._minmax(dense)).astype(np.float32)
     if STATIC_W:
         fused = (fused + STATIC_W * im._minmax(static)).astype(np.float32)
+    authors = index._author_mask(query)
     parts = []
     for a, t, d in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
         only = replace(config, author_boost=a, time_boost=t, date_boost=d)
-        b = index._bonus(query, only)
+        b = index._bonus(query, only, authors if a else None)
         parts.append(np.zeros(n, np.float32) if b is None else b)
-    bonus = index._bonus(query, config)
+    bonus = index._bonus(query, config, authors if config.author_boost else None)
     peak = np.float32(fused.max()) if fused.max() > 0 else np.float32(1.0)
     ranking = fused if bonus is None else (fused + peak * bonus).astype(np.float32)
     if LEN_W:

@@ -55,19 +55,11 @@ def test_a_true_creation_builds_its_store_and_publisher_clients_from_one_session
 ) -> None:
     # issue 14's first response: a second botocore session (the publisher's) read botocore's endpoint and partition
     # data again, about 90 CPU ms of a cold create
-    import botocore.session
-
     from agent_memory.aws import reset_clients
+    from tests.unit.test_aws_clients import count_sessions
 
     reset_clients()
-    made: list[int] = []
-    init = botocore.session.Session.__init__
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
-        made.append(1)
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(botocore.session.Session, "__init__", counting)
+    made = count_sessions(monkeypatch)
     assert api.create(session_id="one-session").status == 201  # DynamoDB, then EventBridge's SessionCreated
     assert len(made) == 1
 

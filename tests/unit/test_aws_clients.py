@@ -12,7 +12,8 @@ import pytest
 from agent_memory import aws
 
 
-def _count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one for every botocore session made from now on."""
     made: list[int] = []
     init = botocore.session.Session.__init__
 
@@ -26,7 +27,7 @@ def _count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_clients_of_several_services_come_from_one_session(clean_keys: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    made = _count_sessions(monkeypatch)
+    made = count_sessions(monkeypatch)
     dynamodb, events = aws.client("dynamodb"), aws.client("events")
     model = aws._model_client("bedrock-runtime", 3, 2)
     assert len(made) == 1
@@ -46,7 +47,7 @@ def test_reset_clients_starts_a_new_session(clean_keys: None, monkeypatch: pytes
     first = aws.client("dynamodb")
     aws.reset_clients()
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:2")
-    made = _count_sessions(monkeypatch)
+    made = count_sessions(monkeypatch)
     second = aws.client("dynamodb")
     assert second is not first and len(made) == 1
     assert second.meta.endpoint_url == "http://127.0.0.1:2"

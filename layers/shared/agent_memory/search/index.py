@@ -651,7 +651,8 @@ class SearchIndex:
         ceiling = np.float32(self._lexical_ceiling(query, config))
         cut = calibration.min_score if min_score is None else min_score
 
-        named = self._author_mask(query) if calibration.author else None
+        # the memories of an author the query names: boosted in the ranking and a term of the calibrated score
+        named = self._author_mask(query) if calibration.author or config.author_boost else None
 
         def calibrated(positions: I64) -> npt.NDArray[np.float64]:
             # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
@@ -669,7 +670,7 @@ class SearchIndex:
         else:
             fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
             ranking, positive_only = fused.astype(np.float32), False
-        bonus = self._bonus(query, config)
+        bonus = self._bonus(query, config, named if config.author_boost else None)
         if bonus is not None:
             finite = ranking[np.isfinite(ranking)]
             peak = np.float32(finite.max()) if len(finite) and float(finite.max()) > 0 else np.float32(1.0)
@@ -691,11 +692,12 @@ class SearchIndex:
         top = diversify(self, ranking, top, top_k, config.diversity)
         return [(self._ids[i], float(score)) for i, score in zip(top, calibrated(top), strict=True)]
 
-    def _bonus(self, query: str, config: SearchConfig) -> F32 | None:
+    def _bonus(self, query: str, config: SearchConfig, authors: Bool | None) -> F32 | None:
         """What the query's signals add to each memory's ranking: ``author_boost`` to the memories of every
         author the query names by a word of their name (a query naming both speakers of a conversation adds to
-        both), ``time_boost`` to the memories that place something in time when the query asks when. None when
-        nothing applies (the common case costs a few dictionary lookups)."""
+        both; ``authors``, the caller's ``_author_mask``), ``time_boost`` to the memories that place something in
+        time when the query asks when. None when nothing applies (the common case costs a few dictionary
+        lookups)."""
         if not (config.author_boost or config.time_boost or config.date_boost) or not len(self):
             return None
         term_map = self._term_map()
@@ -711,7 +713,6 @@ class SearchIndex:
                 term = term_map.get(tag)
                 if term is not None:
                     dated[post_docs_of(self, term)] = True
-        authors = self._author_mask(query) if config.author_boost else None
         if not tags and not dated.any() and authors is None:
             return None
         bonus = np.zeros(len(self), dtype=np.float32)
