@@ -17,10 +17,12 @@ Items (``PK`` / ``SK``):
   state delta, never by any other append, so an append pays for the session item's counters, not for the state
   (a read takes it in the BatchGetItem that reads the session item; a state item of another incarnation is
   ignored, and the purge of the events partition removes it with the events)
-- event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, ``ts``, the incarnation ``inc``, the
-  writing request's token ``w`` and the version ``v`` its transaction made (``imp`` on an imported event: the
-  change feed skips it); local secondary indexes ``by_seq`` and ``by_ts`` order a session's events by sequence
-  number and by timestamp.
+- event        ``E#{app}#{user}#{session}`` / ``V#{event id}``  with ``seq``, its timestamp ``t``, the incarnation
+  ``inc``, the writing request's token ``w`` and the version ``v`` its transaction made (``imp`` on an imported
+  event: the change feed skips it); the local secondary index ``by_seq`` orders a session's events by sequence
+  number. The ``by_ts`` index (keyed on ``ts``) takes only the events of sessions created before the session item
+  tracked its events' time order (``tmax``, ``tskew``): those keep writing ``ts``, the others ``t``, which no index
+  takes, so an append pays for one index entry, not two (``after_timestamp`` reads use ``by_seq`` and the skew).
 
 Keying events by id makes the id unique within the session, and the conditional update of the session's
 ``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
@@ -132,9 +134,16 @@ _BACKWARD_READ_MAX = 100
 # writing, whose events share the id's keys: they answer 503 with Retry-After until then.
 IMPORT_STALE_S = 45.0
 IMPORTED_ATTR = "imp"
+# On a session item: the greatest timestamp of its events and the most one fell below the greatest before it
+# (``_TimeOrder``). A session item without them was created before they were kept: its events keep the timestamp
+# in ``ts`` (the by_ts index's key); the events of every other session keep it in ``t``, in no index.
+TIME_MAX_ATTR = "tmax"
+TIME_SKEW_ATTR = "tskew"
 # Threads writing an import's events at once (botocore clients are thread-safe; the pool's default is 10).
 IMPORT_WRITERS = 8
 MEMO_ATTR = "memo"
+# The first page of a newest-first read for an after_timestamp query (``_seqs_since``); each next one doubles.
+_SINCE_FIRST_PAGE = 8
 # A Query's Limit stays an int32 whatever a client asks for (one call returns at most 1 MB anyway).
 _QUERY_LIMIT_MAX = 10_000
 # Lost races on a session's version are retried this long (each attempt is two quick requests, so the last one
@@ -237,6 +246,35 @@ class _Counters:
     state_expiry: float | None = None  # when the session's state item expires (with a retention)
     # A session item written before state items: the state attributes it holds (as stored), to move.
     legacy_state: dict[str, Any] | None = None
+    # The time order of its events (``TIME_MAX_ATTR``, ``TIME_SKEW_ATTR``): None for a session created before it
+    # was tracked, whose events keep the by_ts index's attribute.
+    time_order: _TimeOrder | None = None
+
+
+@dataclass(frozen=True)
+class _TimeOrder:
+    """How far a session's event timestamps stray below their order by seq: ``top`` the greatest timestamp stored,
+    ``skew`` the most any event's timestamp was below the greatest one before it (0 while they only grew). So an
+    event whose timestamp is below ``T - skew`` has only events before it (by seq) that are below ``T``: a
+    newest-first read of ``by_seq`` finds every event at or after ``T`` and stops there (``_seqs_since``)."""
+
+    top: float
+    skew: float
+
+    def after(self, timestamps: list[float]) -> _TimeOrder:
+        top, skew = self.top, self.skew
+        for ts in timestamps:
+            skew = max(skew, top - ts)
+            top = max(top, ts)
+        return _TimeOrder(top, skew)
+
+    def attributes(self) -> dict[str, Any]:
+        return {TIME_MAX_ATTR: _n(self.top), TIME_SKEW_ATTR: _n(self.skew)}
+
+    @staticmethod
+    def of(item: dict[str, Any]) -> _TimeOrder | None:
+        top = _number(item, TIME_MAX_ATTR)
+        return None if top is None else _TimeOrder(top, _number(item, TIME_SKEW_ATTR) or 0.0)
 
 
 @dataclass(frozen=True)
@@ -418,7 +456,14 @@ class DynamoSessionStore:
         return {"Put": {"TableName": self._table, "Item": item}}
 
     def _session_item(
-        self, key: SessionKey, record: SessionRecord, incarnation: str, *, version: int, last_seq: int
+        self,
+        key: SessionKey,
+        record: SessionRecord,
+        incarnation: str,
+        *,
+        version: int,
+        last_seq: int,
+        time_order: _TimeOrder = _TimeOrder(0.0, 0.0),
     ) -> dict[str, Any]:
         """A new session item (a create's, an import's): identity, times, counters, incarnation, its keys in the
         app-wide index, and the mark that it is counted in its user's sessions."""
@@ -440,6 +485,7 @@ class DynamoSessionStore:
             # count existed has no mark and was never counted).
             COUNTED_ATTR: _n(1),
             STATE_ITEM_ATTR: _n(1),
+            **time_order.attributes(),
         }
 
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:
@@ -899,7 +945,9 @@ class DynamoSessionStore:
         try:
             self._purge(key, budget)
             blobs = self._write_imported_events(key, events, incarnation, record.version)
-            committed = self._commit_import(key, record, incarnation, budget)
+            ordered = sorted(events, key=lambda e: int(e["seq"]))
+            time_order = _TimeOrder(0.0, 0.0).after([float(e["timestamp"]) for e in ordered])
+            committed = self._commit_import(key, record, incarnation, budget, time_order)
         except QuotaExceeded:
             with contextlib.suppress(Exception):
                 self.delete_session(key)  # nothing of a refused import stays (best effort: a retry purges it)
@@ -987,7 +1035,7 @@ class DynamoSessionStore:
                 "PK": _s(events_pk(key)),
                 "SK": _s(f"V#{event['id']}"),
                 "seq": _n(int(event["seq"])),
-                "ts": _n(float(event["timestamp"])),
+                "t": _n(float(event["timestamp"])),
                 "inc": _s(incarnation),
                 "w": _s(incarnation),
                 "v": _n(version),
@@ -1016,10 +1064,14 @@ class DynamoSessionStore:
             _Budget().call(self._blobs.confirm, blob_key)
         return blobs
 
-    def _commit_import(self, key: SessionKey, record: SessionRecord, incarnation: str, budget: _Budget) -> bool:
+    def _commit_import(
+        self, key: SessionKey, record: SessionRecord, incarnation: str, budget: _Budget, time_order: _TimeOrder
+    ) -> bool:
         """The session item in the placeholder's place, counted, with the user and app state: one transaction.
         False when the placeholder is no longer this import's (a DELETE, or another import, took it)."""
-        item = self._session_item(key, record, incarnation, version=record.version, last_seq=record.last_seq)
+        item = self._session_item(
+            key, record, incarnation, version=record.version, last_seq=record.last_seq, time_order=time_order
+        )
         item["cmp_end"] = _n(record.summary_end_seq)
         if record.summary_event_id is not None:
             item["cmp_id"] = _s(record.summary_event_id)
@@ -1248,7 +1300,9 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti",
+            ProjectionExpression=(
+                "version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti, tmax, tskew"
+            ),
         )
         item = response.get("Item")
         if item is None or "deleting" in item or "importing" in item:
@@ -1273,6 +1327,7 @@ class DynamoSessionStore:
             deletions=_whole(item, "dels"),
             state_expiry=_number(item, STATE_EXPIRY_ATTR),
             legacy_state=legacy,
+            time_order=_TimeOrder.of(item),
         )
 
     def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
@@ -1331,13 +1386,15 @@ class DynamoSessionStore:
         user_state: dict[str, Any] = {}
         app_state: dict[str, Any] = {}
         seq = meta.last_seq
+        # A session created before its time order was tracked keeps the by_ts index whole: "ts" as before.
+        ts_attr = "ts" if meta.time_order is None else "t"
         for event in chunk:
             seq += 1
             item: dict[str, Any] = {
                 "PK": _s(events_pk(key)),
                 "SK": _s(f"V#{event.id}"),
                 "seq": _n(seq),
-                "ts": _n(event.timestamp),
+                ts_attr: _n(event.timestamp),
                 "w": _s(token),
                 "v": _n(version),
             }
@@ -1369,6 +1426,12 @@ class DynamoSessionStore:
 
         update = _Update()
         update.set("last_seq", _n(seq))
+        if meta.time_order is not None:
+            # Under the same condition as the counters: exact, as last_seq is.
+            order = meta.time_order.after([e.timestamp for e in chunk])
+            if order != meta.time_order:
+                for name, value in order.attributes().items():
+                    update.set(name, value)
         if watermark is None:
             update.set("version", _n(version))
             # last_update_time is a client's too: a compaction neither moves it nor reorders the listings.
@@ -1516,7 +1579,7 @@ class DynamoSessionStore:
         body["seq"] = _whole(item, "seq")
         if not isinstance(body.get("id"), str):
             body["id"] = _unreadable_event(item, "")["id"]
-        body["timestamp"] = readable_timestamp(body.get("timestamp"), readable_timestamp(_number(item, "ts")))
+        body["timestamp"] = readable_timestamp(body.get("timestamp"), readable_timestamp(_event_ts(item)))
         return body
 
     def changes(self, records: list[dict[str, Any]]) -> list[Change]:
@@ -1603,9 +1666,9 @@ class DynamoSessionStore:
         if query.after_timestamp is not None:
             ts = float(query.after_timestamp)
             if query.after_seq is None or query.num_recent is not None:
-                # Where the selection starts (and ends): the seqs of the events at or after the time, read from
-                # the by_ts index without bodies; pages after the first resume from their seq instead.
-                seqs = sorted(s for s in self._seqs_since(pk, ts, low, high) if not in_ranges(s, hidden))
+                # Where the selection starts (and ends): the seqs of the events at or after the time, read
+                # without bodies; pages after the first resume from their seq instead.
+                seqs = sorted(s for s in self._seqs_since(key, ts, low, high, hidden) if not in_ranges(s, hidden))
                 if query.num_recent is not None:
                     seqs = seqs[-query.num_recent :]
                 if not seqs:
@@ -1648,7 +1711,46 @@ class DynamoSessionStore:
             "ExpressionAttributeValues": {":pk": _s(pk), ":low": _n(low), ":high": _n(high)},
         }
 
-    def _seqs_since(self, pk: str, ts: float, low: int, high: int) -> list[int]:
+    def _seqs_since(self, key: SessionKey, ts: float, low: int, high: int, hidden: list[SeqRange]) -> list[int]:
+        """The seqs in [low, high] of the events whose timestamp is at or after ``ts``. A session whose time order
+        is tracked: its newest events first from ``by_seq``, down to the first one below ``ts - skew``
+        (``_TimeOrder``), so the read is about as long as the answer while timestamps follow the seqs. A session
+        created before that: from the by_ts index, as its events were written."""
+        pk = events_pk(key)
+        response = _Budget().call(
+            self._db.query,
+            TableName=self._table,
+            ConsistentRead=True,
+            KeyConditionExpression="PK = :pk AND SK = :sk",
+            ExpressionAttributeValues={
+                ":pk": _s(session_pk(key.app_name, key.user_id)),
+                ":sk": _s(f"S#{key.session_id}"),
+            },
+            ProjectionExpression="tmax, tskew",
+        )
+        order = _TimeOrder.of((response.get("Items") or [{}])[0])
+        if order is not None:
+            stop = ts - order.skew
+            found: list[int] = []
+            # Pages that double from a small first one: a Query without a Limit reads (and is charged for) up to
+            # 1 MB of items past the stop, one with a fixed small Limit takes many round trips for a long answer.
+            limit = _SINCE_FIRST_PAGE
+            for a, b in reversed(_visible_segments(low, high, hidden)):
+                params = self._by_seq(pk, a, b) | {"ScanIndexForward": False, "ProjectionExpression": "seq, t, ts"}
+                while True:
+                    params["Limit"] = limit
+                    limit = min(limit * 2, _QUERY_LIMIT_MAX)
+                    page = self._db.query(TableName=self._table, ConsistentRead=True, **params)
+                    for item in page.get("Items", []):
+                        at = _event_ts(item)
+                        if at is not None and at >= ts:
+                            found.append(_whole(item, "seq"))
+                        elif at is not None and at < stop:
+                            return found
+                    if "LastEvaluatedKey" not in page:
+                        break
+                    params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            return found
         params: dict[str, Any] = {
             "IndexName": "by_ts",
             "KeyConditionExpression": "PK = :pk AND ts >= :ts",
@@ -1674,7 +1776,7 @@ class DynamoSessionStore:
         for a, b in _visible_segments(low, high, hidden):
             params = self._by_seq(pk, a, b)
             if after_timestamp is not None:
-                params["FilterExpression"] = "ts >= :ts"
+                params["FilterExpression"] = "t >= :ts OR ts >= :ts"
                 params["ExpressionAttributeValues"][":ts"] = _n(after_timestamp)
             while True:
                 if query.limit is not None:
@@ -2009,6 +2111,11 @@ def parallel_batch_write(db: Any, table: str, requests: list[dict[str, Any]], wo
         future.result()
 
 
+def _event_ts(item: dict[str, Any]) -> float | None:
+    """An event item's timestamp: ``t``, or ``ts`` on the events of a session whose time order is not tracked."""
+    return _number(item, "t") if "t" in item else _number(item, "ts")
+
+
 def _number(item: dict[str, Any], name: str) -> float | None:
     try:
         return float(item[name]["N"])
@@ -2133,7 +2240,7 @@ def _unreadable_event(item: dict[str, Any], reason: str, *, payload_missing: boo
         stub = {}
     event_id = sk[2:] if sk.startswith("V#") else sk
     marker = unreadable_event(
-        event_id, _whole(item, "seq"), _number(item, "ts"), reason, stub=stub if isinstance(stub, dict) else {}
+        event_id, _whole(item, "seq"), _event_ts(item), reason, stub=stub if isinstance(stub, dict) else {}
     )
     if payload_missing:
         marker["custom_metadata"] = {PAYLOAD_MISSING_META: True}
