@@ -1736,11 +1736,11 @@ class DynamoSessionStore:
             # 1 MB of items past the stop, one with a fixed small Limit takes many round trips for a long answer.
             limit = _SINCE_FIRST_PAGE
             for a, b in reversed(_visible_segments(low, high, hidden)):
-                params = self._by_seq(pk, a, b) | {"ScanIndexForward": False, "ProjectionExpression": "seq, t, ts"}
+                newest = self._by_seq(pk, a, b) | {"ScanIndexForward": False, "ProjectionExpression": "seq, t, ts"}
                 while True:
-                    params["Limit"] = limit
+                    newest["Limit"] = limit
                     limit = min(limit * 2, _QUERY_LIMIT_MAX)
-                    page = self._db.query(TableName=self._table, ConsistentRead=True, **params)
+                    page = self._db.query(TableName=self._table, ConsistentRead=True, **newest)
                     for item in page.get("Items", []):
                         at = _event_ts(item)
                         if at is not None and at >= ts:
@@ -1749,7 +1749,7 @@ class DynamoSessionStore:
                             return found
                     if "LastEvaluatedKey" not in page:
                         break
-                    params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+                    newest["ExclusiveStartKey"] = page["LastEvaluatedKey"]
             return found
         params: dict[str, Any] = {
             "IndexName": "by_ts",
