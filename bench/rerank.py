@@ -336,6 +336,91 @@ def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: f
     print(f"fitted author weight (Platt over the uncut top 10, offset the current logit): {w:.3f}")
 
 
+def shipped_rows(
+    conversations: Sequence[Conversation], embedder: CachingEmbedder, depth: int, min_score: float | None
+) -> list[QuestionRows]:
+    """Each question's first-pass top ``depth`` with the features the service's rerank computes
+    (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs)."""
+    config = im.DEFAULT_CONFIG
+    out: list[QuestionRows] = []
+    for conversation in conversations:
+        index = SearchIndex.build(documents(conversation, 2, True), embedder)
+        for q in conversation.questions:
+            if q.category not in CATEGORIES or not q.evidence:
+                continue
+            first = index._first_pass(q.question, embedder, frozenset(), config, min_score)
+            top = index._top_positions(first.ranking, depth, frozenset(), positive_only=first.positive_only)
+            feats = index._rerank_features(q.question, first, top, config)
+            ids = [index._ids[p] for p in top.tolist()]
+            wanted = set(q.evidence)
+            out.append(
+                QuestionRows(conversation.name, q.category, wanted, ids, feats, np.array([i in wanted for i in ids]))
+            )
+    return out
+
+
+def kept_order(w: F, keep: int, depth: int):  # type: ignore[no-untyped-def]
+    """The service's order: the first ``keep`` as they are, the rest of the top ``depth`` by the model."""
+
+    def order(row: QuestionRows) -> npt.NDArray[np.int64]:
+        k = min(depth, len(row.ids))
+        if k <= keep + 1:
+            return np.arange(len(row.ids))
+        s = row.features[keep:k] @ w
+        tail = keep + np.argsort(-s, kind="stable")
+        return np.concatenate([np.arange(keep), tail, np.arange(k, len(row.ids))])
+
+    return order
+
+
+def fit_rows(rows: Sequence[QuestionRows], keep: int, depth: int, l2: float, tail_only: bool) -> F:
+    """The logistic regression over the rows' top ``depth`` (or only the positions the rerank orders); the bias is
+    the features' last column (``RERANK_FEATURES``' "bias"), so the fit adds none of its own."""
+    start = keep if tail_only else 0
+    x = np.vstack([r.features[start:depth] for r in rows])
+    y = np.concatenate([r.labels[start:depth] for r in rows])
+    w = fit_logistic(x[:, :-1], y, l2)  # fit_logistic appends its own unregularised bias column
+    return w
+
+
+def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int) -> None:
+    """Leave one tuning conversation out over a small grid (depth, L2, rows fitted), the best by held-out
+    recall@10 (ties: the smaller depth, then the larger L2), then that setting fitted on all three: the
+    constants ``search.index.RERANK`` ships. The validation conversations are not read."""
+    rows = shipped_rows(tuning, embedder, 50, cut)
+    names = sorted({r.conversation for r in rows})
+    base = recalls(rows, lambda r: np.arange(len(r.ids)))
+    print(f"tuning first pass (min_score {cut}): {base[0]:.3f} / {base[1]:.3f} ({len(rows)} questions)", flush=True)
+    results = []
+    for depth in (20, 30, 50):
+        for l2 in (1.0, 10.0):
+            for tail_only in (False, True):
+                hits5 = hits10 = 0.0
+                per = []
+                for held in names:
+                    train = [r for r in rows if r.conversation != held]
+                    test = [r for r in rows if r.conversation == held]
+                    w = fit_rows(train, keep, depth, l2, tail_only)
+                    a, b = recalls(test, kept_order(w, keep, depth))
+                    hits5 += a * len(test)
+                    hits10 += b * len(test)
+                    per.append(f"{held} {b:.3f}")
+                r5, r10 = hits5 / len(rows), hits10 / len(rows)
+                results.append((r10, -depth, l2, tail_only, r5))
+                rows_label = "tail rows" if tail_only else "all rows"
+                print(
+                    f"depth {depth} l2 {l2} {rows_label}: LOCO {r5:.3f} / {r10:.3f} ({', '.join(per)})", flush=True
+                )
+    r10, neg_depth, l2, tail_only, r5 = max(results)
+    depth = -neg_depth
+    w = fit_rows(rows, keep, depth, l2, tail_only)
+    fitted = recalls(rows, kept_order(w, keep, depth))
+    print(f"chosen: depth {depth}, l2 {l2}, {'tail' if tail_only else 'all'} rows (LOCO {r5:.3f} / {r10:.3f})")
+    print(f"fitted on all tuning, in-sample: {fitted[0]:.3f} / {fitted[1]:.3f}")
+    names_w = ", ".join(f"{x:.4f}" for x in w)
+    print(f"rerank_depth={depth}\nRERANK = Rerank(weights=({names_w}))  # {', '.join(im.RERANK_FEATURES)}")
+
+
 def main() -> None:
     global STATIC_W, DENSE_W
     parser = argparse.ArgumentParser()
@@ -345,6 +430,8 @@ def main() -> None:
     parser.add_argument("--cut", type=float, default=0.015)
     parser.add_argument("--author-fit", action="store_true")
     parser.add_argument("--fusion-grid", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
+    parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
     args = parser.parse_args()
     embedder = CachingEmbedder(MiniLMEmbedder())
     embedder.load(args.cache)
@@ -352,6 +439,9 @@ def main() -> None:
         load_static(args.static)
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
+    if args.fit:
+        fit(tuning, embedder, args.cut, args.keep)
+        return
     if args.author_fit:
         author_fit(tuning, embedder, args.cut)
         return
