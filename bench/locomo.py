@@ -370,7 +370,9 @@ def neighbour_sweep() -> list[Variant]:
     """Issue 13's recall@10 candidates chosen on tuning: the query's embedding with the named authors as "they"
     (the service's now) against the query as typed, and its neighbouring parameters (dense weight, context
     weight, author boost), each on the service's configuration."""
-    out = [Variant("service, names kept in the query's embedding", replace(FIRST_PASS, dense_names="keep"), CONTEXT, True)]
+    out = [
+        Variant("service, names kept in the query's embedding", replace(FIRST_PASS, dense_names="keep"), CONTEXT, True)
+    ]
     for names in ("keep", "neutral"):
         for dw in (0.4, 0.6):
             config = replace(FIRST_PASS, dense_names=names, dense_weight=dw)

@@ -336,6 +336,33 @@ def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: f
     print(f"fitted author weight (Platt over the uncut top 10, offset the current logit): {w:.3f}")
 
 
+EXTRAS: list[str] = []  # --extra: candidate features beyond the shipped ones, appended before the bias
+
+
+def extra_features(first, top: npt.NDArray[np.int64], names: Sequence[str]) -> F:  # type: ignore[no-untyped-def]
+    """Cheap candidate features the service does not compute (yet), from the first pass."""
+    dense, lexical = first.dense[top].astype(np.float64), first.lexical[top].astype(np.float64)
+    cols = []
+    for name in names:
+        if name == "dense":  # the neutral query's cosine (the ranking's)
+            cols.append(dense)
+        elif name == "dense_pool_rank":  # log(1 + rank of the ranking's cosine among the candidates)
+            rank = np.empty(len(top))
+            rank[np.argsort(-dense, kind="stable")] = np.arange(len(top))
+            cols.append(np.log1p(rank))
+        elif name == "lex_pool_rank":
+            rank = np.empty(len(top))
+            rank[np.argsort(-lexical, kind="stable")] = np.arange(len(top))
+            cols.append(np.log1p(rank))
+        elif name == "dense_rel":  # cosine minus the pool's best
+            cols.append(dense - dense.max())
+        elif name == "lex_rel":  # BM25 as a share of the pool's best
+            cols.append(lexical / lexical.max() if lexical.max() > 0 else np.zeros(len(top)))
+        else:
+            raise ValueError(name)
+    return np.stack(cols, axis=1) if cols else np.zeros((len(top), 0))
+
+
 def shipped_rows(
     conversations: Sequence[Conversation], embedder: CachingEmbedder, depth: int, min_score: float | None
 ) -> list[QuestionRows]:
@@ -351,6 +378,8 @@ def shipped_rows(
             first = index._first_pass(q.question, embedder, frozenset(), config, min_score)
             top = index._top_positions(first.ranking, depth, frozenset(), positive_only=first.positive_only)
             feats = index._rerank_features(q.question, first, top, config)
+            if EXTRAS:
+                feats = np.hstack([feats[:, :-1], extra_features(first, top, EXTRAS), feats[:, -1:]])
             ids = [index._ids[p] for p in top.tolist()]
             wanted = set(q.evidence)
             out.append(
@@ -408,9 +437,7 @@ def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, k
                 r5, r10 = hits5 / len(rows), hits10 / len(rows)
                 results.append((r10, -depth, l2, tail_only, r5))
                 rows_label = "tail rows" if tail_only else "all rows"
-                print(
-                    f"depth {depth} l2 {l2} {rows_label}: LOCO {r5:.3f} / {r10:.3f} ({', '.join(per)})", flush=True
-                )
+                print(f"depth {depth} l2 {l2} {rows_label}: LOCO {r5:.3f} / {r10:.3f} ({', '.join(per)})", flush=True)
     r10, neg_depth, l2, tail_only, r5 = max(results)
     depth = -neg_depth
     w = fit_rows(rows, keep, depth, l2, tail_only)
@@ -432,7 +459,9 @@ def main() -> None:
     parser.add_argument("--fusion-grid", action="store_true")
     parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
     parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
+    parser.add_argument("--extra", action="append", default=[], help="--fit: a candidate feature to add")
     args = parser.parse_args()
+    EXTRAS.extend(args.extra)
     embedder = CachingEmbedder(MiniLMEmbedder())
     embedder.load(args.cache)
     if args.static:
