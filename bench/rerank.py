@@ -363,15 +363,60 @@ def extra_features(first, top: npt.NDArray[np.int64], names: Sequence[str]) -> F
     return np.stack(cols, axis=1) if cols else np.zeros((len(top), 0))
 
 
+def service_indexes(
+    conversations: Sequence[Conversation], embedder: CachingEmbedder
+) -> list[tuple[SearchIndex, list[str]]]:
+    """Each conversation stored through the service (in memory, every session saved with policy ``all``, which
+    stores what auto-save's default policy stores of two people's turns), as ``bench.calibrate`` stores it: the
+    user's index and each memory's ``dia_id``, in index order."""
+    import os
+
+    from agent_memory.composition import Services
+    from agent_memory.config import Settings
+    from agent_memory.models import Event
+    from bench.locomo_service import session_events
+
+    os.environ.update({"BACKEND": "memory", "EMBEDDER": "minilm", "POWERTOOLS_METRICS_DISABLED": "true"})
+    services = Services(Settings.from_env())
+    services._built["embedder"] = embedder
+    out = []
+    for c, conversation in enumerate(conversations):
+        user = f"speaker-pair-{c}"
+        for session_id, events in session_events(conversation):
+            services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
+            for b in range(0, len(events), 100):
+                services.sessions.append_events(
+                    app_name="locomo",
+                    user_id=user,
+                    session_id=session_id,
+                    events=[Event.model_validate(e) for e in events[b : b + 100]],
+                )
+            services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
+        view = services.memory_store.view("locomo", user)
+        assert view.index is not None
+        dia = [str(view.records[i].custom_metadata["dia_id"]) for i in view.index.ids]  # type: ignore[index]
+        out.append((view.index, dia))
+    return out
+
+
 def shipped_rows(
-    conversations: Sequence[Conversation], embedder: CachingEmbedder, depth: int, min_score: float | None
+    conversations: Sequence[Conversation],
+    embedder: CachingEmbedder,
+    depth: int,
+    min_score: float | None,
+    service: bool = False,
 ) -> list[QuestionRows]:
     """Each question's first-pass top ``depth`` with the features the service's rerank computes
-    (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs)."""
+    (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs);
+    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.locomo``'s."""
     config = im.DEFAULT_CONFIG
     out: list[QuestionRows] = []
-    for conversation in conversations:
-        index = SearchIndex.build(documents(conversation, 2, True), embedder)
+    built = (
+        service_indexes(conversations, embedder)
+        if service
+        else [(index := SearchIndex.build(documents(c, 2, True), embedder), index.ids) for c in conversations]
+    )
+    for conversation, (index, names) in zip(conversations, built, strict=True):
         for q in conversation.questions:
             if q.category not in CATEGORIES or not q.evidence:
                 continue
@@ -380,7 +425,7 @@ def shipped_rows(
             feats = index._rerank_features(q.question, first, top, config)
             if EXTRAS:
                 feats = np.hstack([feats[:, :-1], extra_features(first, top, EXTRAS), feats[:, -1:]])
-            ids = [index._ids[p] for p in top.tolist()]
+            ids = [names[p] for p in top.tolist()]
             wanted = set(q.evidence)
             out.append(
                 QuestionRows(conversation.name, q.category, wanted, ids, feats, np.array([i in wanted for i in ids]))
@@ -412,11 +457,11 @@ def fit_rows(rows: Sequence[QuestionRows], keep: int, depth: int, l2: float, tai
     return w
 
 
-def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int) -> None:
+def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, service: bool) -> None:
     """Leave one tuning conversation out over a small grid (depth, L2, rows fitted), the best by held-out
     recall@10 (ties: the smaller depth, then the larger L2), then that setting fitted on all three: the
     constants ``search.index.RERANK`` ships. The validation conversations are not read."""
-    rows = shipped_rows(tuning, embedder, 50, cut)
+    rows = shipped_rows(tuning, embedder, 50, cut, service)
     names = sorted({r.conversation for r in rows})
     base = recalls(rows, lambda r: np.arange(len(r.ids)))
     print(f"tuning first pass (min_score {cut}): {base[0]:.3f} / {base[1]:.3f} ({len(rows)} questions)", flush=True)
@@ -459,6 +504,7 @@ def main() -> None:
     parser.add_argument("--fusion-grid", action="store_true")
     parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
     parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
+    parser.add_argument("--service", action="store_true", help="--fit: over the memories as the service stores them")
     parser.add_argument("--extra", action="append", default=[], help="--fit: a candidate feature to add")
     args = parser.parse_args()
     EXTRAS.extend(args.extra)
@@ -469,7 +515,9 @@ def main() -> None:
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
     if args.fit:
-        fit(tuning, embedder, args.cut, args.keep)
+        fit(tuning, embedder, args.cut, args.keep, args.service)
+        if args.service:
+            embedder.save(args.cache)
         return
     if args.author_fit:
         author_fit(tuning, embedder, args.cut)

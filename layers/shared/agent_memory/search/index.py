@@ -24,6 +24,11 @@ Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
   diluted what was asked (``SearchIndex._dense_query``); the lexical side and the calibrated score keep the
   query as typed.
 
+- the learned rerank below the top 5 (``Rerank``, ``SearchConfig.rerank_depth``; issue 13, recall@10): the rest
+  of the first pass's top 50 reordered by a logistic regression over features of each candidate that the first
+  pass already has (``SearchIndex._rerank_features``), fitted on LoCoMo's tuning conversations
+  (``bench/rerank.py --fit``).
+
 That fusion ranks; it is not the score a search returns, since min-max normalisation makes it relative to the
 query's other candidates (the top hit always near 1, a lone memory 0). The returned score is ``Calibration``'s:
 a logistic function of the memory's own lexical match (``lexical_match``) and cosine similarity, fitted on
@@ -732,9 +737,12 @@ class SearchIndex:
         """The ``top_k`` best (id, score) pairs for ``query``, in ranking order, among the memories whose
         calibrated score (``Calibration``) is at least ``min_score`` (None: the calibration's default; 0: any).
 
-        The ranking is the configured one (hybrid fusion; lexical only when there are no vectors); the score is
-        each memory's own, so a memory ranked lower may score higher. Never raises for a failing embedder:
-        search is then lexical only, and a warning is logged. A blank query gives an empty list."""
+        The ranking is the configured one (hybrid fusion; lexical only when there are no vectors), below the top
+        ``rerank_keep`` the learned rerank's (``Rerank``); the score is each memory's own, so a memory ranked lower
+        may score higher, except that from position ``rerank_keep`` on a reranked result shows the least of its
+        own score and the one above it (never rising down the list, never below the cut). Never raises for a
+        failing embedder: search is then lexical only, and a warning is logged. A blank query gives an empty
+        list."""
         config = config or DEFAULT_CONFIG
         if top_k <= 0 or len(self) == 0 or not query or not query.strip():
             return []
