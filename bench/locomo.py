@@ -327,7 +327,12 @@ def variants() -> list[Variant]:
             CONTEXT,
             True,
         ),
-        Variant("hybrid + context + speaker + time + month + neutral names", FIRST_PASS, CONTEXT, True),
+        Variant(
+            "hybrid + context + speaker + time + month + neutral names (the service's before the rerank)",
+            FIRST_PASS,
+            CONTEXT,
+            True,
+        ),
         Variant("+ learned rerank below the top 5 (the service's)", SERVICE, CONTEXT, True),
     ]
 
