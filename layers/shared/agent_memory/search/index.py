@@ -739,8 +739,8 @@ class SearchIndex:
 
         The ranking is the configured one (hybrid fusion; lexical only when there are no vectors), below the top
         ``rerank_keep`` the learned rerank's (``Rerank``); the score is each memory's own, so a memory ranked lower
-        may score higher, except that from position ``rerank_keep`` on a reranked result shows the least of its
-        own score and the one above it (never rising down the list, never below the cut). Never raises for a
+        may score higher, except that below the top ``rerank_keep`` a reranked result shows the least of its own
+        score and the one above it (never rising down the list, never below the cut). Never raises for a
         failing embedder: search is then lexical only, and a warning is logged. A blank query gives an empty
         list."""
         config = config or DEFAULT_CONFIG
@@ -757,10 +757,10 @@ class SearchIndex:
         top = diversify(self, first.ranking, top, top_k, config.diversity)[:top_k]
         scores = first.calibrated(top)
         if reranked and len(top) > config.rerank_keep:
-            # Below the head the order is the rerank's, and each memory's own score would no longer fall with its
-            # rank: a reranked position shows the least of its own score and the one above it, so the returned
-            # scores never rise down the list from the head on, never exceed a memory's own and never fall below
-            # the cut (every candidate's own score is at least the cut).
+            # Below the head the order is the rerank's, not the scores': a reranked position shows the least of its
+            # own score and the one above it, so the returned scores never rise down the list from the head's last
+            # on, never exceed a memory's own and never fall below the cut (every candidate's own score is at
+            # least the cut). The head keeps its own scores, as before.
             keep = config.rerank_keep
             head = scores[keep - 1] if keep else np.inf
             scores[keep:] = np.minimum.accumulate(np.minimum(scores[keep:], head))
