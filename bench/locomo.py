@@ -288,6 +288,7 @@ def unstemmed_tokens(text: str) -> list[str]:
 
 DEFAULT = SearchConfig()  # the components below start from this: no author or time boost
 SERVICE = index_module.DEFAULT_CONFIG  # what the service searches with
+FIRST_PASS = replace(SERVICE, rerank_depth=0)  # the service before the learned rerank: the rows built before it
 LEXICAL = replace(DEFAULT, mode="lexical", context_weight=0.0)
 DENSE = replace(DEFAULT, mode="dense")
 HYBRID = replace(DEFAULT, context_weight=0.0)
@@ -307,7 +308,7 @@ def variants() -> list[Variant]:
         Variant("lexical + context", replace(LEXICAL, context_weight=DEFAULT.context_weight), CONTEXT, True),
         Variant(
             "lexical + context + speaker + time + month (EMBEDDER=none)",
-            replace(SERVICE, mode="lexical"),
+            replace(FIRST_PASS, mode="lexical"),
             CONTEXT,
             True,
         ),
@@ -317,16 +318,22 @@ def variants() -> list[Variant]:
         Variant("hybrid + context of 1 previous turn", DEFAULT, 1, True),
         Variant("hybrid + context, plain tokens", DEFAULT, CONTEXT, True, plain_tokens),
         Variant("hybrid + context (before issue 13)", DEFAULT, CONTEXT, True),
-        Variant("hybrid + context + speaker", replace(SERVICE, time_boost=0.0, date_boost=0.0), CONTEXT, True),
-        Variant("hybrid + context + time", replace(SERVICE, author_boost=0.0, date_boost=0.0), CONTEXT, True),
-        Variant("hybrid + context + speaker + time", replace(SERVICE, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + speaker", replace(FIRST_PASS, time_boost=0.0, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + time", replace(FIRST_PASS, author_boost=0.0, date_boost=0.0), CONTEXT, True),
+        Variant("hybrid + context + speaker + time", replace(FIRST_PASS, date_boost=0.0), CONTEXT, True),
         Variant(
             "hybrid + context + speaker + time + month (before neutral names)",
-            replace(SERVICE, dense_names="keep"),
+            replace(FIRST_PASS, dense_names="keep"),
             CONTEXT,
             True,
         ),
-        Variant("hybrid + context + speaker + time + month + neutral names (the service's)", SERVICE, CONTEXT, True),
+        Variant(
+            "hybrid + context + speaker + time + month + neutral names (the service's before the rerank)",
+            FIRST_PASS,
+            CONTEXT,
+            True,
+        ),
+        Variant("+ learned rerank below the top 5 (the service's)", SERVICE, CONTEXT, True),
     ]
 
 
@@ -357,7 +364,7 @@ def sweep() -> list[Variant]:
         config = replace(DEFAULT, author_boost=author, time_boost=when)
         out.append(Variant(f"hybrid + context + speaker + time, boosts {author} / {when}", config, CONTEXT, True))
     for boost in (0.05, 0.1, 0.2, 0.3, 0.5):
-        config = replace(SERVICE, date_boost=boost)
+        config = replace(FIRST_PASS, date_boost=boost)
         out.append(Variant(f"hybrid + context + speaker + time + month, date_boost={boost}", config, CONTEXT, True))
     out += second_pass_sweep()
     out += neighbour_sweep()
@@ -368,16 +375,18 @@ def neighbour_sweep() -> list[Variant]:
     """Issue 13's recall@10 candidates chosen on tuning: the query's embedding with the named authors as "they"
     (the service's now) against the query as typed, and its neighbouring parameters (dense weight, context
     weight, author boost), each on the service's configuration."""
-    out = [Variant("service, names kept in the query's embedding", replace(SERVICE, dense_names="keep"), CONTEXT, True)]
+    out = [
+        Variant("service, names kept in the query's embedding", replace(FIRST_PASS, dense_names="keep"), CONTEXT, True)
+    ]
     for names in ("keep", "neutral"):
         for dw in (0.4, 0.6):
-            config = replace(SERVICE, dense_names=names, dense_weight=dw)
+            config = replace(FIRST_PASS, dense_names=names, dense_weight=dw)
             out.append(Variant(f"service, names {names}, dense_weight={dw}", config, CONTEXT, True))
         for boost in (0.2, 0.4):
-            config = replace(SERVICE, dense_names=names, author_boost=boost)
+            config = replace(FIRST_PASS, dense_names=names, author_boost=boost)
             out.append(Variant(f"service, names {names}, author_boost={boost}", config, CONTEXT, True))
         for w in (0.3, 0.5):
-            config = replace(SERVICE, dense_names=names, context_weight=w)
+            config = replace(FIRST_PASS, dense_names=names, context_weight=w)
             out.append(Variant(f"service, names {names}, context_weight={w}", config, CONTEXT, True))
     return out
 
@@ -388,25 +397,25 @@ def second_pass_sweep() -> list[Variant]:
     out: list[Variant] = []
     for docs in (3, 5, 10):
         for weight in (0.1, 0.2, 0.3):
-            config = replace(SERVICE, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
+            config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
             out.append(Variant(f"service + feedback, {docs} docs 10 terms weight {weight}", config, CONTEXT, True))
     # around the best lexical-feedback row on tuning recall@10 at small weights: fewer or more words, one seed
     for docs, terms, weight in ((1, 10, 0.1), (3, 5, 0.1), (3, 20, 0.1), (3, 10, 0.05), (5, 5, 0.05)):
-        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
+        config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
         out.append(Variant(f"service + feedback, {docs} docs {terms} terms weight {weight}", config, CONTEXT, True))
     # feedback on the tail only: the first pass's top 5 stay, feedback reorders the rest (recall@5 unchanged)
     for docs, terms, weight in ((3, 10, 0.1), (3, 5, 0.1), (10, 10, 0.3), (5, 10, 0.2)):
-        config = replace(SERVICE, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
+        config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
         name = f"service + feedback below the top 5, {docs} docs {terms} terms weight {weight}"
         out.append(Variant(name, config, CONTEXT, True))
     for docs in (3, 5):
         for weight in (0.1, 0.2, 0.3):
-            config = replace(SERVICE, feedback_docs=docs, feedback_dense=weight)
+            config = replace(FIRST_PASS, feedback_docs=docs, feedback_dense=weight)
             out.append(Variant(f"service + dense feedback, {docs} docs weight {weight}", config, CONTEXT, True))
     for penalty in (0.05, 0.1, 0.2, 0.3):
-        config = replace(SERVICE, diversity=penalty)
+        config = replace(FIRST_PASS, diversity=penalty)
         out.append(Variant(f"service + diversity, MMR penalty {penalty}", config, CONTEXT, True))
-    config = replace(SERVICE, diversity=0.05, diversity_depth=15)
+    config = replace(FIRST_PASS, diversity=0.05, diversity_depth=15)
     out.append(Variant("service + diversity, MMR penalty 0.05 over the top 15", config, CONTEXT, True))
     return out
 

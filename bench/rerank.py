@@ -336,6 +336,163 @@ def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: f
     print(f"fitted author weight (Platt over the uncut top 10, offset the current logit): {w:.3f}")
 
 
+EXTRAS: list[str] = []  # --extra: candidate features beyond the shipped ones, appended before the bias
+
+
+def extra_features(first, top: npt.NDArray[np.int64], names: Sequence[str]) -> F:  # type: ignore[no-untyped-def]
+    """Cheap candidate features the service does not compute (yet), from the first pass."""
+    dense, lexical = first.dense[top].astype(np.float64), first.lexical[top].astype(np.float64)
+    cols = []
+    for name in names:
+        if name == "dense":  # the neutral query's cosine (the ranking's)
+            cols.append(dense)
+        elif name == "dense_pool_rank":  # log(1 + rank of the ranking's cosine among the candidates)
+            rank = np.empty(len(top))
+            rank[np.argsort(-dense, kind="stable")] = np.arange(len(top))
+            cols.append(np.log1p(rank))
+        elif name == "lex_pool_rank":
+            rank = np.empty(len(top))
+            rank[np.argsort(-lexical, kind="stable")] = np.arange(len(top))
+            cols.append(np.log1p(rank))
+        elif name == "dense_rel":  # cosine minus the pool's best
+            cols.append(dense - dense.max())
+        elif name == "lex_rel":  # BM25 as a share of the pool's best
+            cols.append(lexical / lexical.max() if lexical.max() > 0 else np.zeros(len(top)))
+        else:
+            raise ValueError(name)
+    return np.stack(cols, axis=1) if cols else np.zeros((len(top), 0))
+
+
+def service_indexes(
+    conversations: Sequence[Conversation], embedder: CachingEmbedder
+) -> list[tuple[SearchIndex, list[str]]]:
+    """Each conversation stored through the service (in memory, every session saved with policy ``all``, which
+    stores what auto-save's default policy stores of two people's turns), as ``bench.calibrate`` stores it: the
+    user's index and each memory's ``dia_id``, in index order."""
+    import os
+
+    from agent_memory.composition import Services
+    from agent_memory.config import Settings
+    from agent_memory.models import Event
+    from bench.locomo_service import session_events
+
+    os.environ.update({"BACKEND": "memory", "EMBEDDER": "minilm", "POWERTOOLS_METRICS_DISABLED": "true"})
+    services = Services(Settings.from_env())
+    services._built["embedder"] = embedder
+    out = []
+    for c, conversation in enumerate(conversations):
+        user = f"speaker-pair-{c}"
+        for session_id, events in session_events(conversation):
+            services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
+            for b in range(0, len(events), 100):
+                services.sessions.append_events(
+                    app_name="locomo",
+                    user_id=user,
+                    session_id=session_id,
+                    events=[Event.model_validate(e) for e in events[b : b + 100]],
+                )
+            services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
+        view = services.memory_store.view("locomo", user)
+        assert view.index is not None
+        dia = [str(view.records[i].custom_metadata["dia_id"]) for i in view.index.ids]  # type: ignore[index]
+        out.append((view.index, dia))
+    return out
+
+
+def shipped_rows(
+    conversations: Sequence[Conversation],
+    embedder: CachingEmbedder,
+    depth: int,
+    min_score: float | None,
+    service: bool = False,
+) -> list[QuestionRows]:
+    """Each question's first-pass top ``depth`` with the features the service's rerank computes
+    (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs);
+    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.locomo``'s."""
+    config = im.DEFAULT_CONFIG
+    out: list[QuestionRows] = []
+    built = (
+        service_indexes(conversations, embedder)
+        if service
+        else [(index := SearchIndex.build(documents(c, 2, True), embedder), index.ids) for c in conversations]
+    )
+    for conversation, (index, names) in zip(conversations, built, strict=True):
+        for q in conversation.questions:
+            if q.category not in CATEGORIES or not q.evidence:
+                continue
+            first = index._first_pass(q.question, embedder, frozenset(), config, min_score)
+            top = index._top_positions(first.ranking, depth, frozenset(), positive_only=first.positive_only)
+            feats = index._rerank_features(q.question, first, top, config)
+            if EXTRAS:
+                feats = np.hstack([feats[:, :-1], extra_features(first, top, EXTRAS), feats[:, -1:]])
+            ids = [names[p] for p in top.tolist()]
+            wanted = set(q.evidence)
+            out.append(
+                QuestionRows(conversation.name, q.category, wanted, ids, feats, np.array([i in wanted for i in ids]))
+            )
+    return out
+
+
+def kept_order(w: F, keep: int, depth: int):  # type: ignore[no-untyped-def]
+    """The service's order: the first ``keep`` as they are, the rest of the top ``depth`` by the model."""
+
+    def order(row: QuestionRows) -> npt.NDArray[np.int64]:
+        k = min(depth, len(row.ids))
+        if k <= keep + 1:
+            return np.arange(len(row.ids))
+        s = row.features[keep:k] @ w
+        tail = keep + np.argsort(-s, kind="stable")
+        return np.concatenate([np.arange(keep), tail, np.arange(k, len(row.ids))])
+
+    return order
+
+
+def fit_rows(rows: Sequence[QuestionRows], keep: int, depth: int, l2: float, tail_only: bool) -> F:
+    """The logistic regression over the rows' top ``depth`` (or only the positions the rerank orders); the bias is
+    the features' last column (``RERANK_FEATURES``' "bias"), so the fit adds none of its own."""
+    start = keep if tail_only else 0
+    x = np.vstack([r.features[start:depth] for r in rows])
+    y = np.concatenate([r.labels[start:depth] for r in rows])
+    w = fit_logistic(x[:, :-1], y, l2)  # fit_logistic appends its own unregularised bias column
+    return w
+
+
+def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, service: bool) -> None:
+    """Leave one tuning conversation out over a small grid (depth, L2, rows fitted), the best by held-out
+    recall@10 (ties: the smaller depth, then the larger L2), then that setting fitted on all three: the
+    constants ``search.index.RERANK`` ships. The validation conversations are not read."""
+    rows = shipped_rows(tuning, embedder, 50, cut, service)
+    names = sorted({r.conversation for r in rows})
+    base = recalls(rows, lambda r: np.arange(len(r.ids)))
+    print(f"tuning first pass (min_score {cut}): {base[0]:.3f} / {base[1]:.3f} ({len(rows)} questions)", flush=True)
+    results = []
+    for depth in (20, 30, 50):
+        for l2 in (1.0, 10.0):
+            for tail_only in (False, True):
+                hits5 = hits10 = 0.0
+                per = []
+                for held in names:
+                    train = [r for r in rows if r.conversation != held]
+                    test = [r for r in rows if r.conversation == held]
+                    w = fit_rows(train, keep, depth, l2, tail_only)
+                    a, b = recalls(test, kept_order(w, keep, depth))
+                    hits5 += a * len(test)
+                    hits10 += b * len(test)
+                    per.append(f"{held} {b:.3f}")
+                r5, r10 = hits5 / len(rows), hits10 / len(rows)
+                results.append((r10, -depth, l2, tail_only, r5))
+                rows_label = "tail rows" if tail_only else "all rows"
+                print(f"depth {depth} l2 {l2} {rows_label}: LOCO {r5:.3f} / {r10:.3f} ({', '.join(per)})", flush=True)
+    r10, neg_depth, l2, tail_only, r5 = max(results)
+    depth = -neg_depth
+    w = fit_rows(rows, keep, depth, l2, tail_only)
+    fitted = recalls(rows, kept_order(w, keep, depth))
+    print(f"chosen: depth {depth}, l2 {l2}, {'tail' if tail_only else 'all'} rows (LOCO {r5:.3f} / {r10:.3f})")
+    print(f"fitted on all tuning, in-sample: {fitted[0]:.3f} / {fitted[1]:.3f}")
+    names_w = ", ".join(f"{x:.4f}" for x in w)
+    print(f"rerank_depth={depth}\nRERANK = Rerank(weights=({names_w}))  # {', '.join(im.RERANK_FEATURES)}")
+
+
 def main() -> None:
     global STATIC_W, DENSE_W
     parser = argparse.ArgumentParser()
@@ -345,13 +502,23 @@ def main() -> None:
     parser.add_argument("--cut", type=float, default=0.015)
     parser.add_argument("--author-fit", action="store_true")
     parser.add_argument("--fusion-grid", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
+    parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
+    parser.add_argument("--service", action="store_true", help="--fit: over the memories as the service stores them")
+    parser.add_argument("--extra", action="append", default=[], help="--fit: a candidate feature to add")
     args = parser.parse_args()
+    EXTRAS.extend(args.extra)
     embedder = CachingEmbedder(MiniLMEmbedder())
     embedder.load(args.cache)
     if args.static:
         load_static(args.static)
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
+    if args.fit:
+        fit(tuning, embedder, args.cut, args.keep, args.service)
+        if args.service:
+            embedder.save(args.cache)
+        return
     if args.author_fit:
         author_fit(tuning, embedder, args.cut)
         return

@@ -24,6 +24,11 @@ Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
   diluted what was asked (``SearchIndex._dense_query``); the lexical side and the calibrated score keep the
   query as typed.
 
+- the learned rerank below the top 5 (``Rerank``, ``SearchConfig.rerank_depth``; issue 13, recall@10): the rest
+  of the first pass's top 50 reordered by a logistic regression over features of each candidate that the first
+  pass already has (``SearchIndex._rerank_features``), fitted on LoCoMo's tuning conversations
+  (``bench/rerank.py --fit``).
+
 That fusion ranks; it is not the score a search returns, since min-max normalisation makes it relative to the
 query's other candidates (the top hit always near 1, a lone memory 0). The returned score is ``Calibration``'s:
 a logistic function of the memory's own lexical match (``lexical_match``) and cosine similarity, fitted on
@@ -128,6 +133,10 @@ class SearchConfig:
     # What the query's embedding is computed from: the query as typed ("keep"), or with the words naming an
     # author of the memories replaced by "they" / "their" ("neutral"; ``SearchIndex._dense_query``).
     dense_names: str = "keep"
+    # The learned rerank below the head (``Rerank``, hybrid weighted fusion only; 0: off): the first pass's top
+    # ``rerank_keep`` stay where they are and the rest of its top ``rerank_depth`` are reordered by ``RERANK``.
+    rerank_depth: int = 0
+    rerank_keep: int = 5
 
     def __post_init__(self) -> None:
         if self.mode not in ("hybrid", "lexical", "dense"):
@@ -145,6 +154,8 @@ class SearchConfig:
             or min(self.feedback_weight, self.feedback_dense, self.diversity) < 0
         ):
             raise ValueError("feedback and diversity parameters must be >= 0")
+        if self.rerank_depth < 0 or self.rerank_keep < 0:
+            raise ValueError("rerank_depth and rerank_keep must be >= 0")
 
 
 # What the service searches with: the boosts chosen on LoCoMo's tuning conversations (26, 30, 41; bench/locomo.py
@@ -153,7 +164,11 @@ class SearchConfig:
 # question or two across its grid: the smallest that reached the grid's best tuning recall@10. The neutral names
 # in the query's embedding (issue 13, for recall@10) were chosen the same way: +0.012 / +0.014 tuning recall@5 /
 # @10, and every neighbouring setting of the dense weight, context weight and author boost kept most of it.
-DEFAULT_CONFIG = SearchConfig(author_boost=0.3, time_boost=0.3, date_boost=0.1, dense_names="neutral")
+# The learned rerank below the top 5 (``RERANK``, issue 13 for recall@10) over the first pass's top 50, chosen the
+# same way (``bench/rerank.py --fit``).
+DEFAULT_CONFIG = SearchConfig(
+    author_boost=0.3, time_boost=0.3, date_boost=0.1, dense_names="neutral", rerank_depth=50, rerank_keep=5
+)
 
 
 @dataclass(frozen=True)
@@ -221,6 +236,99 @@ def _embedding_text(doc: Doc) -> str:
         space = cut.find(" ")
         context = cut[space + 1 :] if 0 <= space < len(cut) - 1 else cut
     return f"{doc.text}\n{context}"
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """The learned rerank below the head (issue 13, recall@10): a logistic regression over ``RERANK_FEATURES`` of
+    the first pass's top ``SearchConfig.rerank_depth`` memories; the first pass's top ``rerank_keep`` stay in
+    place (so recall at that depth cannot move) and the others are ordered by ``features @ weights``. Fitted on
+    LoCoMo's tuning conversations (26, 30, 41) by ``bench/rerank.py --fit``, which prints these constants; the
+    model only orders, it is never a returned score."""
+
+    weights: tuple[float, ...]  # one per RERANK_FEATURES, the last the bias
+
+
+# Each candidate's features, all from what the first pass has computed or from the candidate's own rows of the
+# doc-major arrays: its fused ranking before the signals, whether each signal applies (named author, a time
+# expression for a question asking when, the month asked), its cosine with the query as typed, its lexical match,
+# the BM25 of its text and of its context field alone (shares of the query's ceiling), the share of the query
+# terms' idf among its text's words and among all its words, log(1 + its first-pass rank), its ranking as a share
+# of the top's, log(1 + the words of its text), and 1 (the bias).
+RERANK_FEATURES = (
+    "fused",
+    "author",
+    "time",
+    "month",
+    "cosine",
+    "lexical_match",
+    "text_share",
+    "ctx_share",
+    "cover_text",
+    "cover_all",
+    "log_rank",
+    "rel_top",
+    "log_len",
+    "bias",
+)
+# .venv/bin/python -m bench.rerank --cache FILE --fit: the best of depth 20 / 30 / 50 x L2 1 / 10 x fitting every
+# row or only the reordered ones, by recall@10 with one tuning conversation held out (0.840 -> 0.848; depth 20 and
+# 30: 0.846), then fitted on all three tuning conversations.
+RERANK = Rerank(
+    weights=(
+        1.3287,
+        0.7012,
+        -0.0878,
+        0.2527,
+        0.5161,
+        0.9886,
+        0.6334,
+        -1.7620,
+        -0.4497,
+        1.2212,
+        -0.8975,
+        2.9201,
+        0.8422,
+        -8.4333,
+    )
+)
+
+
+@dataclass(frozen=True)
+class _Signals:
+    """Which memories each of a query's signals applies to (None: to none)."""
+
+    author: Bool | None
+    time: Bool | None
+    month: Bool | None
+
+
+@dataclass(frozen=True)
+class _FirstPass:
+    """One query's first pass over every memory (``SearchIndex._first_pass``)."""
+
+    lexical: F32
+    cosine: F32 | None  # the query as typed: the calibrated score's
+    dense: F32 | None  # the query the ranking embedded (``_dense_query``)
+    fused: F32 | None  # the weighted fusion before the signals (None unless hybrid weighted fusion)
+    ranking: F32  # fusion + signals + feedback, -inf below the cut
+    positive_only: bool
+    named: Bool | None
+    signals: _Signals | None
+    ceiling: float
+    calibration: Calibration
+
+    def calibrated(self, positions: I64) -> npt.NDArray[np.float64]:
+        """The calibrated scores of ``positions``, rounded as returned, so that the score a client sees is the one
+        ``min_score`` is compared with."""
+        ceiling = np.float32(self.ceiling)
+        lexical = self.lexical[positions]
+        match = lexical / ceiling if ceiling > 0 else np.zeros_like(lexical)
+        own = None if self.cosine is None else self.cosine[positions]
+        mine = None if self.named is None else self.named[positions]
+        scores = self.calibration.scores(match.astype(np.float32), own, mine).astype(np.float64)
+        out: npt.NDArray[np.float64] = np.round(scores, 4)
+        return out
 
 
 class SearchIndex:
@@ -629,13 +737,45 @@ class SearchIndex:
         """The ``top_k`` best (id, score) pairs for ``query``, in ranking order, among the memories whose
         calibrated score (``Calibration``) is at least ``min_score`` (None: the calibration's default; 0: any).
 
-        The ranking is the configured one (hybrid fusion; lexical only when there are no vectors); the score is
-        each memory's own, so a memory ranked lower may score higher. Never raises for a failing embedder:
-        search is then lexical only, and a warning is logged. A blank query gives an empty list."""
+        The ranking is the configured one (hybrid fusion; lexical only when there are no vectors), below the top
+        ``rerank_keep`` the learned rerank's (``Rerank``); the score is each memory's own, so a memory ranked lower
+        may score higher, except that below the top ``rerank_keep`` a reranked result shows the least of its own
+        score and the one above it (never rising down the list, never below the cut). Never raises for a
+        failing embedder: search is then lexical only, and a warning is logged. A blank query gives an empty
+        list."""
         config = config or DEFAULT_CONFIG
-        n = len(self)
-        if top_k <= 0 or n == 0 or not query or not query.strip():
+        if top_k <= 0 or len(self) == 0 or not query or not query.strip():
             return []
+        first = self._first_pass(query, embedder, exclude, config, min_score)
+        reranked = first.fused is not None and config.rerank_depth > 0 and top_k > config.rerank_keep
+        depth = max(top_k, config.diversity_depth) if config.diversity else top_k
+        if reranked:
+            depth = max(depth, config.rerank_depth)
+        top = self._top_positions(first.ranking, depth, exclude, positive_only=first.positive_only)
+        if reranked:
+            top = self._rerank(query, first, top, config)
+        top = diversify(self, first.ranking, top, top_k, config.diversity)[:top_k]
+        scores = first.calibrated(top)
+        if reranked and len(top) > config.rerank_keep:
+            # Below the head the order is the rerank's, not the scores': a reranked position shows the least of its
+            # own score and the one above it, so the returned scores never rise down the list from the head's last
+            # on, never exceed a memory's own and never fall below the cut (every candidate's own score is at
+            # least the cut). The head keeps its own scores, as before.
+            keep = config.rerank_keep
+            head = scores[keep - 1] if keep else np.inf
+            scores[keep:] = np.minimum.accumulate(np.minimum(scores[keep:], head))
+        return [(self._ids[i], float(score)) for i, score in zip(top, scores, strict=True)]
+
+    def _first_pass(
+        self,
+        query: str,
+        embedder: Embedder | None,
+        exclude: frozenset[str],
+        config: SearchConfig,
+        min_score: float | None,
+    ) -> _FirstPass:
+        """Every memory's ranking for ``query`` (fusion, boosts, feedback; -inf where the calibrated score is below
+        the cut), and what the calibrated score and the rerank read of it."""
         # Lexical first: on a cold function its first call builds the postings while the model may still be
         # loading in the background (``MiniLMEmbedder.preload``), which the query's embedding then waits for.
         lexical = self._lexical_scores(query, config)
@@ -654,13 +794,7 @@ class SearchIndex:
         # the memories of an author the query names: boosted in the ranking and a term of the calibrated score
         named = self._author_mask(query) if calibration.author or config.author_boost else None
 
-        def calibrated(positions: I64) -> npt.NDArray[np.float64]:
-            # rounded as returned, so that the score a client sees is the one ``min_score`` is compared with
-            match = lexical[positions] / ceiling if ceiling > 0 else np.zeros_like(lexical[positions])
-            own = None if cosine is None else cosine[positions]
-            mine = None if named is None else named[positions]
-            return np.round(calibration.scores(match.astype(np.float32), own, mine).astype(np.float64), 4)
-
+        fused = None
         if dense is None:  # lexical only: a document must match a query term
             ranking, positive_only = lexical, True
         elif config.mode == "dense":
@@ -668,9 +802,12 @@ class SearchIndex:
         elif config.fusion == "rrf":
             ranking, positive_only = self._rrf(lexical, dense, config, exclude), True
         else:
-            fused = (1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)
-            ranking, positive_only = fused.astype(np.float32), False
-        bonus = self._bonus(query, config, named if config.author_boost else None)
+            fused = ((1.0 - config.dense_weight) * _minmax(lexical) + config.dense_weight * _minmax(dense)).astype(
+                np.float32
+            )
+            ranking, positive_only = fused, False
+        signals = self._signals(query, config, named if config.author_boost else None)
+        bonus = None if signals is None else self._bonus_of(signals, config)
         if bonus is not None:
             finite = ranking[np.isfinite(ranking)]
             peak = np.float32(finite.max()) if len(finite) and float(finite.max()) > 0 else np.float32(1.0)
@@ -687,41 +824,127 @@ class SearchIndex:
             logits = calibration.logits(match.astype(np.float32), cosine, named)
             keep = logits >= np.float32(math.log(lowest / (1 - lowest)))
             ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
-        depth = max(top_k, config.diversity_depth) if config.diversity else top_k
-        top = self._top_positions(ranking, depth, exclude, positive_only=positive_only)
-        top = diversify(self, ranking, top, top_k, config.diversity)
-        return [(self._ids[i], float(score)) for i, score in zip(top, calibrated(top), strict=True)]
+        return _FirstPass(
+            lexical, cosine, dense, fused, ranking, positive_only, named, signals, float(ceiling), calibration
+        )
+
+    def _rerank(self, query: str, first: _FirstPass, top: I64, config: SearchConfig) -> I64:
+        """``top`` (the first pass's best, in its order) with its head kept and the rest ordered by ``RERANK``."""
+        keep = config.rerank_keep
+        if len(top) <= keep + 1:
+            return top
+        logits = self._rerank_features(query, first, top, config)[keep:] @ RERANK.weights
+        tail = keep + np.argsort(-logits, kind="stable")  # ties keep the first pass's order
+        out: I64 = np.concatenate([top[:keep], top[tail]])
+        return out
+
+    def _rerank_features(
+        self, query: str, first: _FirstPass, top: I64, config: SearchConfig
+    ) -> npt.NDArray[np.float64]:
+        """``RERANK_FEATURES`` of the first pass's ``top`` (in its order; hybrid weighted fusion), one row each,
+        from what the first pass computed and the candidates' own rows of the doc-major arrays: a few array
+        operations over ``len(top)`` memories, none over the whole index."""
+        assert first.fused is not None and first.cosine is not None and first.dense is not None
+        m, n = len(top), len(self)
+        out = np.zeros((m, len(RERANK_FEATURES)), dtype=np.float64)
+        if not m:
+            return out
+        ceiling = first.ceiling
+        # the query's terms' share of the BM25 score in each field, and of their idf mass in the memory's words
+        term_map = self._term_map()
+        qterms = np.array(
+            sorted({t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None}), np.int64
+        )
+        text_share = ctx_share = cover_text = cover_all = np.zeros(m)
+        if len(qterms):
+            post_ptr = self._inverted()[0]
+            df = (post_ptr[qterms + 1] - post_ptr[qterms]).astype(np.float64)
+            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            starts, ends = self._doc_ptr[top], self._doc_ptr[top + 1]
+            lengths = ends - starts
+            owner = np.repeat(np.arange(m), lengths)
+            entries = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            terms = self._terms[entries]
+            where = np.minimum(np.searchsorted(qterms, terms), len(qterms) - 1)
+            hit = qterms[where] == terms
+            owner, where, entries = owner[hit], where[hit], entries[hit]
+            tt = self._tf_text[entries].astype(np.float64)
+            tc = self._tf_ctx[entries].astype(np.float64)
+            w = idf[where]
+            norm = self._length_norm(config)[top][owner].astype(np.float64)
+            k1p1 = config.k1 + 1.0
+            if ceiling > 0:
+                text_share = np.bincount(owner, w * tt * k1p1 / (tt + norm), m) / ceiling
+                ctx_share = np.bincount(owner, w * tc * k1p1 / (tc + norm), m) / ceiling
+            total = float(idf.sum()) or 1.0
+            cover_text = np.bincount(owner, w * (tt > 0), m) / total
+            cover_all = np.bincount(owner, w * ((tt > 0) | (tc > 0)), m) / total
+        signals = first.signals
+        ranking = first.ranking[top].astype(np.float64)
+        best = float(ranking[0])
+        columns = {
+            "fused": first.fused[top],
+            "author": 0.0 if signals is None or signals.author is None else signals.author[top],
+            "time": 0.0 if signals is None or signals.time is None else signals.time[top],
+            "month": 0.0 if signals is None or signals.month is None else signals.month[top],
+            "cosine": first.cosine[top],
+            "lexical_match": first.lexical[top] / ceiling if ceiling > 0 else 0.0,
+            "text_share": text_share,
+            "ctx_share": ctx_share,
+            "cover_text": cover_text,
+            "cover_all": cover_all,
+            "log_rank": np.log1p(np.arange(m)),
+            "rel_top": ranking / best if best > 0 else 0.0,
+            "log_len": np.log1p(self._len_text[top].astype(np.float64)),
+            "bias": 1.0,
+        }
+        for j, name in enumerate(RERANK_FEATURES):
+            out[:, j] = columns[name]
+        return out
 
     def _bonus(self, query: str, config: SearchConfig, authors: Bool | None) -> F32 | None:
         """What the query's signals add to each memory's ranking: ``author_boost`` to the memories of every
         author the query names by a word of their name (a query naming both speakers of a conversation adds to
         both; ``authors``, the caller's ``_author_mask``), ``time_boost`` to the memories that place something in
-        time when the query asks when. None when nothing applies (the common case costs a few dictionary
-        lookups)."""
+        time when the query asks when, ``date_boost`` to the memories of a month the query names. None when
+        nothing applies (the common case costs a few dictionary lookups)."""
+        signals = self._signals(query, config, authors)
+        return None if signals is None else self._bonus_of(signals, config)
+
+    def _signals(self, query: str, config: SearchConfig, authors: Bool | None) -> _Signals | None:
+        """Which memories each of the query's signals applies to (``_bonus``); None when none applies."""
         if not (config.author_boost or config.time_boost or config.date_boost) or not len(self):
             return None
         term_map = self._term_map()
-        tags: dict[int, float] = {}
+        timed = None
         if config.time_boost and temporal_question(query):
             term = term_map.get(TIME_TAG)
             if term is not None:
-                tags[term] = config.time_boost
-        dated = np.zeros(len(self), dtype=bool)
+                timed = np.zeros(len(self), dtype=bool)
+                timed[post_docs_of(self, term)] = True
+        dated = None
         if config.date_boost:
             for year, month in asked_months(query):
                 tag = f"{MONTH_TAG}{month:02d}" if year is None else f"{MONTH_TAG}{year:04d}-{month:02d}"
                 term = term_map.get(tag)
                 if term is not None:
+                    if dated is None:
+                        dated = np.zeros(len(self), dtype=bool)
                     dated[post_docs_of(self, term)] = True
-        if not tags and not dated.any() and authors is None:
+        if timed is None and dated is None and authors is None:
             return None
-        bonus = np.zeros(len(self), dtype=np.float32)
-        for term, weight in tags.items():
-            bonus[post_docs_of(self, term)] += np.float32(weight)
-        if authors is not None:  # an author named by two words of the query ("Ann Lee") is boosted once
-            bonus[authors] += np.float32(config.author_boost)
-        if config.date_boost:  # a memory of two named months is boosted once
-            bonus[dated] += np.float32(config.date_boost)
+        return _Signals(authors, timed, dated)
+
+    @staticmethod
+    def _bonus_of(signals: _Signals, config: SearchConfig) -> F32:
+        n = len(next(m for m in (signals.time, signals.author, signals.month) if m is not None))
+        bonus = np.zeros(n, dtype=np.float32)
+        if signals.time is not None:
+            bonus[signals.time] += np.float32(config.time_boost)
+        if signals.author is not None:  # an author named by two words of the query ("Ann Lee") is boosted once
+            bonus[signals.author] += np.float32(config.author_boost)
+        if signals.month is not None:  # a memory of two named months is boosted once
+            bonus[signals.month] += np.float32(config.date_boost)
         return bonus
 
     def _dense_query(self, query: str, config: SearchConfig) -> str:
