@@ -2,7 +2,7 @@
 
 Each handler is imported in a fresh interpreter, as Lambda's init does, and what it loaded is compared with what
 none of its routes needs: Powertools' other resolvers and trigger events, PyYAML, the response models, the memory
-and compaction services. ``lean.py``'s packages keep behaving as the real ones when a name is asked of them.
+and compaction services, and pydantic with the request models (a body loads them when it comes). ``lean.py``'s packages keep behaving as the real ones when a name is asked of them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ NOT_ON_THE_COLD_PATH = (
     "agent_memory.service.memories",
     "agent_memory.service.compaction",
     "agent_memory.policy.facts",
+    # pydantic and what is built with it: only a body (or a parameter params.py leaves to pydantic) loads them, on
+    # the request that carries it (issue 14: importing them cost a fresh function more than its first request)
+    "pydantic",
+    "pydantic_core",
+    "aws_lambda_powertools.event_handler.openapi.params",
+    "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
+    "agent_memory.requests",
+    "agent_memory.models",
+    "agent_memory.bounds",
 )
 
 SESSION_FUNCTIONS = (
@@ -53,6 +62,7 @@ def _modules_after(code: str) -> set[str]:
 
 @pytest.mark.parametrize("function", SESSION_FUNCTIONS)
 def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str) -> None:
+    """Its import (Lambda's init) only: what its first request loads is the edge's business (params.py)."""
     path = ROOT / "functions" / function / "app.py"
     loaded = _modules_after(
         "import importlib.util\n"
@@ -89,3 +99,31 @@ else:
 """
     loaded = _modules_after(code)
     assert "aws_lambda_powertools.utilities.data_classes.kafka_event" in loaded  # __all__ ran the real __init__
+
+
+def test_a_body_less_first_request_loads_no_pydantic() -> None:
+    """A fresh get_session function answers its first request (a 404: the memory backend holds nothing) and has
+    still not imported pydantic; a bad parameter is then answered by pydantic's validation, which loads it."""
+    path = ROOT / "functions" / "get_session" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ['BACKEND'] = 'memory'\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "from local.apigw import LambdaContext, http_api_event\n"
+        "from local.template import load_template, routes\n"
+        "route = next(r for r in routes(load_template()) if r.route_key.endswith('/sessions/{session_id}') "
+        "and r.method == 'GET')\n"
+        "def answer(path, query):\n"
+        "    params = route.match('GET', path)\n"
+        "    event = http_api_event(route, path, params, raw_query=query)\n"
+        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+        "first = answer('/apps/a/users/u/sessions/s', 'limit=5&num_recent_events=3')\n"
+        "assert first['statusCode'] == 404, first\n"
+        "assert 'pydantic' not in sys.modules, 'a body-less request loaded pydantic'\n"
+        "bad = answer('/apps/a/users/u/sessions/s', 'limit=0')\n"
+        "assert bad['statusCode'] == 400 and json.loads(bad['body'])['error']['field'] == 'limit', bad\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
