@@ -2,7 +2,8 @@
 
 Each handler is imported in a fresh interpreter, as Lambda's init does, and what it loaded is compared with what
 none of its routes needs: Powertools' other resolvers and trigger events, PyYAML, the response models, the memory
-and compaction services, and pydantic with the request models (a body loads them when it comes). ``lean.py``'s packages keep behaving as the real ones when a name is asked of them.
+and compaction services, and pydantic with the request models (a body loads them when it comes). ``lean.py``'s
+packages keep behaving as the real ones when a name is asked of them.
 """
 
 from __future__ import annotations
