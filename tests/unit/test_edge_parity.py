@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_memory import api, params
 from agent_memory.errors import AgentMemoryError
@@ -26,7 +27,7 @@ from agent_memory.routes import ROUTES, Route
 from local import template
 from local.apigw import LambdaContext, http_api_event
 from local.template import ROOT, load_handler, load_template, routes
-from tests.fuzz.strategies import Request, requests_for
+from tests.fuzz.strategies import SESSIONS, Request, encode, requests_for, states
 
 TEMPLATE_ROUTES = {r.route_key: r for r in routes(load_template())}
 TABLE = {r.key: r for r in ROUTES}
@@ -40,7 +41,9 @@ def _powertools_path(path: str) -> str:
 def _echo(app: Any, next_middleware: Any) -> Response[str]:
     """The handler's arguments as the validation left them (the handler itself is not run)."""
     arguments = app.context.get("_route_args") or {}
-    return Response(200, "application/json", json.dumps({k: repr(v) for k, v in sorted(arguments.items())}))
+    # a body as its fields (params.NewSession stands for CreateSessionRequest); anything else as its repr
+    shown = {k: repr(v.model_dump() if hasattr(v, "model_dump") else v) for k, v in sorted(arguments.items())}
+    return Response(200, "application/json", json.dumps(shown))
 
 
 class _OldValidation(OpenAPIRequestValidationMiddleware):
@@ -113,6 +116,8 @@ def _count_lean() -> Any:
     def counted(*args: Any, **kwargs: Any) -> Any:
         found = real(*args, **kwargs)
         LEAN["taken" if found is not None else "left"] += 1
+        if found is not None and found.get("body") is not None:
+            LEAN["bodies"] = LEAN.get("bodies", 0) + 1
         return found
 
     params.arguments = counted  # type: ignore[assignment]
@@ -142,15 +147,46 @@ def test_every_route_answers_as_powertools_pydantic_validation_did(key: str) -> 
     check()
 
 
-def test_the_lean_reading_takes_most_body_less_requests() -> None:
+CREATE = "POST /apps/{app_name}/users/{user_id}/sessions"
+
+
+def _create_bodies() -> st.SearchStrategy[Any]:
+    """Create bodies mostly of the shape params.py takes, at its edges: ids valid or nearly, states of every kind."""
+    edges = st.sampled_from(("a" * 128, "a" * 129, "-x", "s\n", "s1 ", "é"))
+    ids = st.integers(0, 3).flatmap(lambda i: edges if i == 0 else st.sampled_from(SESSIONS))
+    plain = st.one_of(
+        st.integers(-(10**6), 10**6), st.text(max_size=10), st.booleans(), st.none(), st.floats(-1e6, 1e6)
+    )
+    mapping = st.dictionaries(st.text(max_size=8), plain, max_size=4)
+    state = st.one_of(mapping, mapping, st.none(), states())
+    fields = st.fixed_dictionaries({}, optional={"session_id": ids, "state": state})
+    odd = st.fixed_dictionaries({"sessionId": ids}, optional={"session_id": ids, "x": plain})
+    return st.one_of(fields, fields, fields, odd, fields.map(lambda b: [b]), st.none())
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_create_bodies(), st.sampled_from((None, "*", "W/*")))
+def test_the_create_body_is_read_as_pydantic_reads_it(body: Any, if_none_match: str | None) -> None:
+    headers = (("content-type", "application/json"),) + ((("if-none-match", if_none_match),) if if_none_match else ())
+    data = None if body is None else encode(body)
+    request = Request(CREATE, "POST", "/apps/fz/users/u1/sessions", "", headers, data)
+    event = _event(request)
+    assert event is not None
+    expected = _answer(ORACLE, event)
+    assert _answer(EDGE, event) == expected, request.reproducer()
+
+
+def test_the_lean_reading_takes_many_requests_and_leaves_many() -> None:
     """The parity above is not vacuous: params.py took (and so was compared on) many requests, and left some."""
     assert LEAN["taken"] > 1000 and LEAN["left"] > 500, LEAN
+    assert LEAN.get("bodies", 0) > 40, LEAN  # create's bodies taken without pydantic
 
 
 def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -> None:
     session = TABLE["GET /apps/{app_name}/users/{user_id}/sessions/{session_id}"]
     append = TABLE["POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events"]
-    assert params.plan(_handler(session)).lean
+    create = TABLE["POST /apps/{app_name}/users/{user_id}/sessions"]
+    assert params.plan(_handler(session)).lean and params.plan(_handler(create)).lean
     assert not params.plan(_handler(append)).lean
     assert params.arguments(
         _handler(session),

@@ -275,7 +275,14 @@ class _Edge:
 
         route = app.context["_route"]
         route.request_param_name_checked = True  # no handler takes Powertools' Request (its check evaluates hints)
-        lean = params.arguments(route.func, path, event.query_string_parameters, event.raw_query_string, event.headers)
+        lean = params.arguments(
+            route.func,
+            path,
+            event.query_string_parameters,
+            event.raw_query_string,
+            event.headers,
+            lambda: event.json_body,
+        )
         if lean is None:
             return _pydantic_validation(route).handler(app, validated)
         app.context["_route_args"] = lean

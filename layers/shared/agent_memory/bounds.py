@@ -22,7 +22,7 @@ from .policy.identifiers import IDENTIFIER_PATTERN
 # --- sizes (bytes of compact UTF-8 JSON) --------------------------------------------------------------------
 # A session's own state and each state delta: with the item's other attributes this still fits the 400 KB
 # DynamoDB item that holds a session's state.
-MAX_STATE_BYTES = 300_000
+MAX_STATE_BYTES = params.MAX_STATE_BYTES
 MAX_METADATA_BYTES = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
 MAX_TOOL_JSON_BYTES = 2_000_000  # a function call's args, a function response's response (events go to S3)
 MAX_QUERY_CHARS = params.MAX_QUERY_CHARS  # a memory search query

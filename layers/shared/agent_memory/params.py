@@ -24,12 +24,14 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
 from .policy.identifiers import IDENTIFIER_PATTERN
 
 # --- bounds shared with requests.py / bounds.py -------------------------------------------------------------------
 MAX_QUERY_CHARS = 10_000  # a memory search query
 MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
 MAX_BATCH = 100  # events in one append, memories in one save
+MAX_STATE_BYTES = 300_000  # a session's own state and each state delta (bounds.State)
 MAX_TOP_K = 100
 MAX_PAGE = 100
 MAX_EVENT_PAGE = 1000
@@ -170,15 +172,61 @@ SPECS: dict[str, Spec] = {
 }
 
 
+class NewSession:
+    """``requests.CreateSessionRequest`` as this module reads it: the same fields, the same values."""
+
+    __slots__ = ("session_id", "state")
+
+    def __init__(self, session_id: str | None, state: dict[str, Any] | None) -> None:
+        self.session_id = session_id
+        self.state = state
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "state": self.state}
+
+
+def new_session(body: Any) -> Any:
+    """The create's body (``Annotated[CreateSessionRequest | None, Body()]``): none, or ``{session_id?, state?}``
+    in snake_case with an identifier and a JSON object within the state's bounds. Anything else (the camelCase
+    alias, an unknown field, a bound passed) is pydantic's to answer."""
+    if body is None:
+        return None
+    if not isinstance(body, dict) or not set(body) <= {"session_id", "state"}:
+        return UNSURE
+    session_id, state = body.get("session_id"), body.get("state")
+    if session_id is not None and (not isinstance(session_id, str) or not _IDENTIFIER.fullmatch(session_id)):
+        return UNSURE
+    if state is not None:
+        if not isinstance(state, dict):
+            return UNSURE
+        try:
+            size = check_json_value(state, max_depth=MAX_VALUE_DEPTH)
+        except JsonRejected:
+            return UNSURE
+        if size > MAX_STATE_BYTES:
+            return UNSURE
+        state = dict(state)
+    return NewSession(session_id, state)
+
+
+BODIES: dict[str, Callable[[Any], Any]] = {"Annotated[CreateSessionRequest | None, Body()]": new_session}
+"""A body annotation (as a handler writes it) -> its check; any other body is read by pydantic."""
+
+
 class Plan:
     """A handler's parameters as this module reads them; ``lean`` is False when pydantic must read every request
     (a body, or an annotation this module does not know)."""
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.parameters: list[tuple[str, Spec, Any]] = []  # name, spec, default (inspect.Parameter.empty: required)
+        self.body: tuple[str, Callable[[Any], Any]] | None = None  # the body parameter's name and check
         self.lean = True
         for name, parameter in inspect.signature(func).parameters.items():
-            spec = SPECS.get(parameter.annotation) if isinstance(parameter.annotation, str) else None
+            annotation = parameter.annotation if isinstance(parameter.annotation, str) else None
+            if annotation in BODIES and parameter.default is None and self.body is None:
+                self.body = (name, BODIES[annotation])
+                continue
+            spec = SPECS.get(annotation) if annotation is not None else None
             if spec is None:
                 self.lean = False
                 return
@@ -201,10 +249,13 @@ def arguments(
     query: Mapping[str, str] | None,
     raw_query: str | None,
     headers: Mapping[str, str],
+    body: Callable[[], Any] = lambda: None,
 ) -> dict[str, Any] | None:
     """The handler's keyword arguments, or None when pydantic must decide (see the module's docstring).
 
-    ``query`` is ``queryStringParameters`` (API Gateway joins a repeated parameter's values with commas),
+    ``body()`` reads the request's body (as JSON values; it raises what a body that is not JSON answers), only
+    when every parameter was taken, as pydantic's validation reads it after the parameters. ``query`` is
+    ``queryStringParameters`` (API Gateway joins a repeated parameter's values with commas),
     ``raw_query`` the raw string (which tells a repeated parameter from one whose value holds a comma).
     """
     found = plan(func)
@@ -239,6 +290,12 @@ def arguments(
             if name in repeated:
                 return None  # a repeated scalar: Powertools hands pydantic the list
         value = spec.check(raw)
+        if value is UNSURE:
+            return None
+        values[name] = value
+    if found.body is not None:
+        name, check = found.body
+        value = check(body())
         if value is UNSURE:
             return None
         values[name] = value
