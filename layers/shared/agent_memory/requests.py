@@ -1,7 +1,8 @@
 """Request models: every route's path, query, header and body input, as the handlers declare it.
 
-Powertools (``enable_validation=True``) validates these before a handler runs and describes them in the
-OpenAPI schema; the services receive typed values and never see raw JSON. Bounds come from ``bounds.py``.
+The edge validates these before a handler runs (``params.py`` the values it is sure of, without pydantic;
+Powertools' pydantic validation the rest: ``api._Edge``) and the OpenAPI schema describes them; the services
+receive typed values and never see raw JSON. Bounds come from ``bounds.py``.
 Errors: 400 ``invalid_input`` for path, query and header parameters, 422 ``validation_error`` for body
 content, 413 ``payload_too_large`` for a bounded field that is too large (``api.py`` maps them).
 """

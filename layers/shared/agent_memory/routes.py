@@ -2,8 +2,8 @@
 
 Each route names its method, its path (as ``template.yaml`` writes it), the template's function that serves it,
 the operation's signature (the same parameters, with the same annotated types from ``requests.py``, as the
-handler in ``functions/<name>/app.py``: Powertools validates a request from those) and its answers (status ->
-response model from ``responses.py``, or None for no content), plus the errors it can answer.
+handler in ``functions/<name>/app.py``: the edge validates a request from those, ``api._Edge``) and its answers
+(status -> response model from ``responses.py``, or None for no content), plus the errors it can answer.
 
 ``openapi.py`` builds the OpenAPI document from this table alone, so any function (the deployed API routes
 ``GET /openapi.json`` to one) can serve it. Tests keep the table honest: its routes are exactly the template's,
