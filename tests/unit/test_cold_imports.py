@@ -128,3 +128,41 @@ def test_a_body_less_first_request_loads_no_pydantic() -> None:
         "assert 'pydantic' in sys.modules"
     )
     assert "pydantic" in loaded
+
+
+def _answer_in_fresh_process(function: str, method: str, path: str, body: str | None) -> tuple[int, str, list[str]]:
+    """A fresh function (the memory backend) answers one request: its status, its stdout (EMF metric lines), and
+    the Powertools metrics modules it loaded."""
+    handler = ROOT / "functions" / function / "app.py"
+    script = f"""
+import importlib.util, json, os, sys
+sys.path[:0] = [{str(LAYER)!r}, {str(ROOT)!r}]
+os.environ.update(BACKEND="memory", POWERTOOLS_METRICS_NAMESPACE="ColdTest", POWERTOOLS_SERVICE_NAME="cold")
+os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
+spec = importlib.util.spec_from_file_location("app", {str(handler)!r})
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+from local.apigw import LambdaContext, http_api_event
+from local.template import load_template, routes
+route = next(r for r in routes(load_template()) if r.method == {method!r} and r.match({method!r}, {path!r}))
+event = http_api_event(route, {path!r}, route.match({method!r}, {path!r}), body={body!r})
+answer = module.lambda_handler(event, LambdaContext(function_name="cold"))
+metrics = sorted(m for m in sys.modules if m.startswith("aws_lambda_powertools.metrics"))
+print(json.dumps([answer["statusCode"], metrics]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, timeout=120
+    )
+    *lines, last = out.stdout.strip().splitlines()
+    status, loaded = json.loads(last)
+    return status, "\n".join(lines), loaded
+
+
+def test_a_write_still_emits_its_metric_and_a_read_loads_no_metrics_package() -> None:
+    status, emitted, loaded = _answer_in_fresh_process(
+        "create_session", "POST", "/apps/a/users/u/sessions", '{"session_id": "s1"}'
+    )
+    assert status == 201 and loaded
+    (line,) = [json.loads(text) for text in emitted.splitlines() if "_aws" in text]
+    assert line["SessionsCreated"] == [1.0] and line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ColdTest"
+    status, emitted, loaded = _answer_in_fresh_process("get_session", "GET", "/apps/a/users/u/sessions/s1", None)
+    assert (status, emitted, loaded) == (404, "", [])

@@ -27,9 +27,9 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler import Response as Response  # for the handlers: imported after lean.install
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -53,7 +53,29 @@ logger = Logger(service=SERVICE)
 # left out of the lines a request logs (its "write" line is one per write; logs are billed by the byte). The
 # request ids (``function_request_id``, ``correlation_id``), ``cold_start``, the level and the time stay.
 CONSTANT_LOG_KEYS = ("function_name", "function_arn", "function_memory_size", "location")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
+
+
+class _Metrics:
+    """Powertools' ``Metrics``, made when first used: a request that emits no metric (every read) never imports
+    the metrics package (about 10 ms of a cold start). Anything asked of it is the real object's."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._real: Any = None
+
+    @property
+    def used(self) -> bool:
+        return self._real is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._real is None:
+            from aws_lambda_powertools.metrics import Metrics
+
+            self._real = Metrics(**self._options)
+        return getattr(self._real, name)
+
+
+metrics: Any = _Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
 # Read-only routes emit no application metric; that is expected, not worth a warning per request.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
@@ -416,15 +438,18 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
     lock = threading.RLock()
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-    @metrics.log_metrics(raise_on_empty_metrics=False)
     def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.remove_keys(CONSTANT_LOG_KEYS)  # what inject_lambda_context added that the log group already says
-        return app.resolve(event, context)
+        try:
+            return app.resolve(event, context)
+        finally:  # what Powertools' log_metrics does; a process that never added a metric has none to flush
+            if metrics.used:
+                metrics.flush_metrics(raise_on_empty_metrics=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # the lock: the logger's correlation id and the metrics buffer are per request too; the budget: a model
         # call behind API Gateway fits the request's budget and ends before the function's timeout
         with lock, budget.invocation(context, budget.REQUEST):
-            return cast(dict[str, Any], resolve(event, context))
+            return resolve(event, context)
 
     return handler
