@@ -1,12 +1,13 @@
-"""Path, query and header parameters checked without pydantic: the cold path of the body-less routes (issue 14).
+"""Path, query and header parameters (and the create's plain body) read without pydantic: the cold path (issue 14).
 
 Powertools' request validation builds a pydantic adapter per route parameter, and importing pydantic and the request
 models costs a fresh function more than its whole first request. So a request is first read here, by a check that
 only *accepts*: each parameter of the handler's signature, named by its annotation (``AppName``, ``Limit``, … as
 ``requests.py`` declares them; handlers keep their annotations unevaluated), is taken only when its value is one
 that ``requests.py``'s pydantic type takes too, to the same value (an identifier that matches the pattern, plain
-digits within the bounds, ``true`` / ``false``, a decimal fraction, text within its length). Anything else (a value
-out of bounds, an unusual spelling pydantic may still take, a repeated parameter, a route with a body) is answered by
+digits within the bounds, ``true`` / ``false``, a decimal fraction, text within its length; the create's
+``{session_id?, state?}``). Anything else (a value out of bounds, an unusual spelling pydantic may still take, a
+repeated parameter, any other body) is answered by
 Powertools' pydantic validation as before (``api._pydantic_validation``): the errors, their status, message and
 field, are pydantic's own, and a value this module takes is the value pydantic would have produced
 (``tests/unit/test_edge_parity.py`` holds both to generated requests).
