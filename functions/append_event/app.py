@@ -1,14 +1,20 @@
 """POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events: append one event or a batch;
 PUT …/sessions/{session_id}/memo: replace the session's memo (its version does not move)."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppendRequest, AppName, Body, EventBatch, IfMatch, MemoRequest, SessionId, UserId
 from agent_memory.service.transfer import SessionTransfer
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from typing import Annotated
+
+    from agent_memory.requests import AppendRequest, AppName, Body, IfMatch, MemoRequest, SessionId, UserId
 
 app = create_app()
 
@@ -21,6 +27,8 @@ def append_event(
     body: Annotated[AppendRequest, Body()],
     if_match: IfMatch = None,
 ) -> Response[str]:
+    from agent_memory.requests import EventBatch  # loaded with the body's validation (pydantic)
+
     batch = isinstance(body, EventBatch)
     outcome = services().sessions.append_events(
         app_name=app_name,

@@ -1,13 +1,20 @@
 """POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/compact: compact a session now."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
-from agent_memory.requests import AppName, SessionId, UserId
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from agent_memory.requests import AppName, SessionId, UserId
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
+
 app = create_app()
 
 

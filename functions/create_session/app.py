@@ -4,23 +4,29 @@ POST …/sessions/import: store a session exported by ``GET …/export`` (JSON, 
 ``Content-Type: application/yaml``), under the document's id or ``?session_id=``; ``?replace=true`` replaces an
 existing one."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import (
-    AppName,
-    Body,
-    CreateSessionRequest,
-    IfNoneMatch,
-    ImportSessionId,
-    Replace,
-    SessionDocument,
-    UserId,
-)
 from agent_memory.service.transfer import SessionTransfer
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from typing import Annotated
+
+    from agent_memory.requests import (
+        AppName,
+        Body,
+        CreateSessionRequest,
+        IfNoneMatch,
+        ImportSessionId,
+        Replace,
+        SessionDocument,
+        UserId,
+    )
 
 app = create_app()
 
@@ -32,7 +38,11 @@ def create_session(
     body: Annotated[CreateSessionRequest | None, Body()] = None,
     if_none_match: IfNoneMatch = None,
 ) -> Response[str]:
-    request = body or CreateSessionRequest()
+    if body is None:
+        from agent_memory.requests import CreateSessionRequest  # no body: the defaults
+
+        body = CreateSessionRequest()
+    request = body
     session, created = services().sessions.create_session(
         app_name=app_name,
         user_id=user_id,

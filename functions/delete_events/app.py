@@ -1,20 +1,26 @@
 """DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events[/{event_id}]: delete one event (with its
 tool-call partners), clear a session's events, or rewind it (``before_seq`` / ``before_invocation_id``)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import (
-    AppName,
-    BeforeInvocationId,
-    BeforeSeq,
-    EventId,
-    IfMatch,
-    Pairs,
-    SessionId,
-    UserId,
-)
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from agent_memory.requests import (
+        AppName,
+        BeforeInvocationId,
+        BeforeSeq,
+        EventId,
+        IfMatch,
+        Pairs,
+        SessionId,
+        UserId,
+    )
 
 app = create_app()
 

@@ -1,8 +1,14 @@
 """DELETE /apps/{app_name}/users/{user_id}/memories[/{memory_id}]: forget one memory, or all of the user's."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
-from agent_memory.requests import AppName, MemoryId, UserId
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from agent_memory.requests import AppName, MemoryId, UserId
 
 app = create_app()
 

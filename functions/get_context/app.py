@@ -11,28 +11,34 @@ A context whose response would pass the response cap answers 413 ``response_too_
 would come apart: its values are read from ``rawQueryString``, which keeps each one whole.
 """
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
 from agent_memory.errors import InvalidInput, UnprocessableInput
 from agent_memory.policy.context import ContextOptions
-from agent_memory.requests import (
-    AppName,
-    Body,
-    Budget,
-    ContextFormat,
-    ContextRequest,
-    MemoryCount,
-    MemoryMinScore,
-    MemoryQuery,
-    Query,
-    SessionId,
-    SystemMessages,
-    UserId,
-    WithProfile,
-)
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from typing import Annotated
+
+    from agent_memory.requests import (
+        AppName,
+        Body,
+        Budget,
+        ContextFormat,
+        ContextRequest,
+        Flag,
+        MemoryCount,
+        MemoryMinScore,
+        MemoryQuery,
+        SessionId,
+        SystemMessages,
+        UserId,
+        WithProfile,
+    )
 
 app = create_app()
 
@@ -57,9 +63,9 @@ def get_context(
     max_tokens: Budget = None,
     max_messages: Budget = None,
     max_chars: Budget = None,
-    keep_first: Annotated[bool, Query()] = False,
-    start_with_user: Annotated[bool, Query()] = False,
-    include_summary: Annotated[bool, Query()] = True,
+    keep_first: Flag = False,
+    start_with_user: Flag = False,
+    include_summary: Flag = True,
     system: SystemMessages = None,
     memories: MemoryCount = None,
     memory_query: MemoryQuery = None,
@@ -90,7 +96,11 @@ def post_context(
     session_id: SessionId,
     body: Annotated[ContextRequest | None, Body()] = None,
 ) -> Response[str]:
-    request = body or ContextRequest()
+    if body is None:
+        from agent_memory.requests import ContextRequest  # no body: the defaults
+
+        body = ContextRequest()
+    request = body
     try:
         options = ContextOptions(**{**request.model_dump(), "system": tuple(request.system)})
     except InvalidInput as exc:  # a body's content that does not validate: 422, as the body model's own errors

@@ -9,19 +9,25 @@ response would pass the response cap, so a request without paging parameters may
 ``next_token`` (see the README's Limits).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from agent_memory.api import Response, create_app, json_response, lambda_entry, yaml_response
 from agent_memory.composition import services
-from agent_memory.requests import (
-    AfterTimestamp,
-    AppName,
-    EventPageLimit,
-    ExportFormat,
-    NextToken,
-    NumRecentEvents,
-    SessionId,
-    UserId,
-)
 from agent_memory.service.transfer import SessionTransfer
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from agent_memory.requests import (
+        AfterTimestamp,
+        AppName,
+        EventPageLimit,
+        ExportFormat,
+        NextToken,
+        NumRecentEvents,
+        SessionId,
+        UserId,
+    )
 
 app = create_app()
 

@@ -6,9 +6,15 @@ most ``limit`` sessions (1-100, default 20), fewer when their state would pass t
 continues it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
-from agent_memory.requests import AppName, Limit, NextToken, UserId
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from agent_memory.requests import AppName, Limit, NextToken, UserId
 
 app = create_app()
 

@@ -1,18 +1,26 @@
 """POST /apps/{app_name}/users/{user_id}/memories: save a session's events by policy, explicit events, or texts."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.requests import AppName, Body, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, UserId
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from typing import Annotated
+
+    from agent_memory.requests import AppName, Body, SaveMemoriesRequest, UserId
 
 app = create_app()
 
 
 @app.post("/apps/<app_name>/users/<user_id>/memories")
 def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> Response[str]:
+    from agent_memory.requests import SaveEventsRequest, SaveTextsRequest  # loaded with the body's validation
+
     service = services().memories
     if isinstance(body, SaveTextsRequest):
         result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)

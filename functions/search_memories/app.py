@@ -6,12 +6,18 @@ Also GET /openapi.json: the API's OpenAPI document, generated from the route tab
 function could serve it; this one is read-only and already loads the request models).
 """
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from agent_memory.api import JSON, Response, create_app, json_response, lambda_entry
 from agent_memory.composition import preload_embedder, services
-from agent_memory.requests import AppName, Body, MinScore, SearchQuery, SearchRequest, TopK, UserId
 from agent_memory.service.memories import DEFAULT_TOP_K
+
+if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
+    from typing import Annotated
+
+    from agent_memory.requests import AppName, Body, MinScore, SearchQuery, SearchRequest, TopK, UserId
 
 app = create_app()
 # Lambda's init phase: the embedder's model (most of a second for MiniLM) loads in a background thread from here

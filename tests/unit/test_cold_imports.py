@@ -2,7 +2,8 @@
 
 Each handler is imported in a fresh interpreter, as Lambda's init does, and what it loaded is compared with what
 none of its routes needs: Powertools' other resolvers and trigger events, PyYAML, the response models, the memory
-and compaction services. ``lean.py``'s packages keep behaving as the real ones when a name is asked of them.
+and compaction services, and pydantic with the request models (a body loads them when it comes). ``lean.py``'s
+packages keep behaving as the real ones when a name is asked of them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ NOT_ON_THE_COLD_PATH = (
     "agent_memory.service.memories",
     "agent_memory.service.compaction",
     "agent_memory.policy.facts",
+    # pydantic and what is built with it: only a body (or a parameter params.py leaves to pydantic) loads them, on
+    # the request that carries it (issue 14: importing them cost a fresh function more than its first request)
+    "pydantic",
+    "pydantic_core",
+    "aws_lambda_powertools.event_handler.openapi.params",
+    "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
+    "agent_memory.requests",
+    "agent_memory.models",
+    "agent_memory.bounds",
 )
 
 SESSION_FUNCTIONS = (
@@ -53,6 +63,7 @@ def _modules_after(code: str) -> set[str]:
 
 @pytest.mark.parametrize("function", SESSION_FUNCTIONS)
 def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str) -> None:
+    """Its import (Lambda's init) only: what its first request loads is the edge's business (params.py)."""
     path = ROOT / "functions" / function / "app.py"
     loaded = _modules_after(
         "import importlib.util\n"
@@ -89,3 +100,69 @@ else:
 """
     loaded = _modules_after(code)
     assert "aws_lambda_powertools.utilities.data_classes.kafka_event" in loaded  # __all__ ran the real __init__
+
+
+def test_a_body_less_first_request_loads_no_pydantic() -> None:
+    """A fresh get_session function answers its first request (a 404: the memory backend holds nothing) and has
+    still not imported pydantic; a bad parameter is then answered by pydantic's validation, which loads it."""
+    path = ROOT / "functions" / "get_session" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ['BACKEND'] = 'memory'\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "from local.apigw import LambdaContext, http_api_event\n"
+        "from local.template import load_template, routes\n"
+        "route = next(r for r in routes(load_template()) if r.route_key.endswith('/sessions/{session_id}') "
+        "and r.method == 'GET')\n"
+        "def answer(path, query):\n"
+        "    params = route.match('GET', path)\n"
+        "    event = http_api_event(route, path, params, raw_query=query)\n"
+        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+        "first = answer('/apps/a/users/u/sessions/s', 'limit=5&num_recent_events=3')\n"
+        "assert first['statusCode'] == 404, first\n"
+        "assert 'pydantic' not in sys.modules, 'a body-less request loaded pydantic'\n"
+        "bad = answer('/apps/a/users/u/sessions/s', 'limit=0')\n"
+        "assert bad['statusCode'] == 400 and json.loads(bad['body'])['error']['field'] == 'limit', bad\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
+def _answer_in_fresh_process(function: str, method: str, path: str, body: str | None) -> tuple[int, str, list[str]]:
+    """A fresh function (the memory backend) answers one request: its status, its stdout (EMF metric lines), and
+    the Powertools metrics modules it loaded."""
+    handler = ROOT / "functions" / function / "app.py"
+    script = f"""
+import importlib.util, json, os, sys
+sys.path[:0] = [{str(LAYER)!r}, {str(ROOT)!r}]
+os.environ.update(BACKEND="memory", POWERTOOLS_METRICS_NAMESPACE="ColdTest", POWERTOOLS_SERVICE_NAME="cold")
+os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
+spec = importlib.util.spec_from_file_location("app", {str(handler)!r})
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+from local.apigw import LambdaContext, http_api_event
+from local.template import load_template, routes
+route = next(r for r in routes(load_template()) if r.method == {method!r} and r.match({method!r}, {path!r}))
+event = http_api_event(route, {path!r}, route.match({method!r}, {path!r}), body={body!r})
+answer = module.lambda_handler(event, LambdaContext(function_name="cold"))
+metrics = sorted(m for m in sys.modules if m.startswith("aws_lambda_powertools.metrics"))
+print(json.dumps([answer["statusCode"], metrics]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, timeout=120
+    )
+    *lines, last = out.stdout.strip().splitlines()
+    status, loaded = json.loads(last)
+    return status, "\n".join(lines), loaded
+
+
+def test_a_write_still_emits_its_metric_and_a_read_loads_no_metrics_package() -> None:
+    status, emitted, loaded = _answer_in_fresh_process(
+        "create_session", "POST", "/apps/a/users/u/sessions", '{"session_id": "s1"}'
+    )
+    assert status == 201 and loaded
+    (line,) = [json.loads(text) for text in emitted.splitlines() if "_aws" in text]
+    assert line["SessionsCreated"] == [1.0] and line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ColdTest"
+    status, emitted, loaded = _answer_in_fresh_process("get_session", "GET", "/apps/a/users/u/sessions/s1", None)
+    assert (status, emitted, loaded) == (404, "", [])

@@ -1,7 +1,7 @@
 """HTTP glue shared by every function: the resolver, access checks, error mapping, JSON responses, logging and
 metrics.
 
-Access is checked here and only here, first for every request (``_JsonBodyValidation.handler``): the route table
+Access is checked here and only here, first for every request (``_Edge``): the route table
 says who may call each route (``routes.Route.access``), ``policy/access.py`` decides from the identity API Gateway's
 authorizer put on the event (401 ``unauthorized`` / 403 ``forbidden``), and every write is logged with its caller.
 
@@ -27,24 +27,22 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler import Response as Response  # for the handlers: imported after lean.install
-from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from . import budget, routes
+from . import budget, params, routes
 from .aws import capacity_error
 from .config import settings
 from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
 from .jsonio import RESPONSE_CAP, dumps, wire_size
 from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
 from .policy import access
-from .requests import UNION_TAGS
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -55,7 +53,29 @@ logger = Logger(service=SERVICE)
 # left out of the lines a request logs (its "write" line is one per write; logs are billed by the byte). The
 # request ids (``function_request_id``, ``correlation_id``), ``cold_start``, the level and the time stay.
 CONSTANT_LOG_KEYS = ("function_name", "function_arn", "function_memory_size", "location")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
+
+
+class _Metrics:
+    """Powertools' ``Metrics``, made when first used: a request that emits no metric (every read) never imports
+    the metrics package (about 10 ms of a cold start). Anything asked of it is the real object's."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._real: Any = None
+
+    @property
+    def used(self) -> bool:
+        return self._real is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._real is None:
+            from aws_lambda_powertools.metrics import Metrics
+
+            self._real = Metrics(**self._options)
+        return getattr(self._real, name)
+
+
+metrics: Any = _Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "AgentMemory", service=SERVICE)
 # Read-only routes emit no application metric; that is expected, not worth a warning per request.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
@@ -229,26 +249,25 @@ def _check_request_bytes(size: int, text: str | None = None) -> None:
         )
 
 
-class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
-    """The first step of every request: who may call what, then Powertools' request validation (every body read
-    as JSON through ``parse_body``).
+class _Edge:
+    """The first step of every request: who may call what, then the parameters and the body.
 
     Access is checked here, in one place for every route of every function, before anything about the request's
     parameters or body is answered: no identity is a 401, another user's or app's data a 403
-    (``policy/access.py``). Writing ``app:`` state is checked on the validated body, and every write is logged
+    (``policy/access.py``). The parameters of a body-less route are read by ``params.arguments`` without pydantic
+    when it takes every one of them; otherwise (a body, or a value it leaves to pydantic) Powertools' request
+    validation reads the request (every body as JSON through ``parse_body``), as it read every request before
+    (``_pydantic_validation``). Writing ``app:`` state is checked on the validated body, and every write is logged
     with its caller before the handler runs.
     """
 
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+    __name__ = "edge"  # Powertools names each middleware in its debug trail
 
-    def _get_body(self, app: Any) -> Any:
-        return app.current_event.json_body
-
-    def handler(self, app: Any, next_middleware: Any) -> Any:
+    def __call__(self, app: Any, next_middleware: Any) -> Any:
         key, route_access, writes = _route_access(app)
         config = auth_config()
-        caller = access.principal(app.current_event.raw_event.get("requestContext"), config)
+        event = app.current_event
+        caller = access.principal(event.raw_event.get("requestContext"), config)
         path = app.context.get("_route_args") or {}
         try:
             access.authorize(
@@ -276,15 +295,74 @@ class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
                 )
             return next_middleware(app)
 
-        return super().handler(app, cast(Any, validated))  # NextMiddleware is a protocol a function satisfies
+        route = app.context["_route"]
+        route.request_param_name_checked = True  # no handler takes Powertools' Request (its check evaluates hints)
+        lean = params.arguments(
+            route.func,
+            path,
+            event.query_string_parameters,
+            event.raw_query_string,
+            event.headers,
+            lambda: event.json_body,
+        )
+        if lean is None:
+            return _pydantic_validation(route).handler(app, validated)
+        app.context["_route_args"] = lean
+        return validated(app)
+
+
+_VALIDATION: list[Any] = []
+
+
+def _pydantic_validation(route: Any) -> Any:
+    """Powertools' request validation (pydantic), imported on first use; the route's signature evaluated with
+    ``requests.py``'s types (the handlers name them without importing them)."""
+    if not _VALIDATION:
+        from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+            OpenAPIRequestValidationMiddleware,
+        )
+
+        class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
+            def __init__(self) -> None:
+                super().__init__()  # type: ignore[no-untyped-call]
+
+            def _get_body(self, app: Any) -> Any:
+                return app.current_event.json_body
+
+        _VALIDATION.append(JsonBodyValidation())
+    if route._dependant is None:
+        from aws_lambda_powertools.event_handler.openapi.dependant import get_dependant
+
+        route._dependant = get_dependant(path=route.openapi_path, call=typed(route.func), responses=route.responses)
+    return _VALIDATION[0]
+
+
+def typed(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A stand-in for the handler ``func`` whose signature holds its annotations evaluated (names from
+    ``requests.py`` first, then the handler's module), for Powertools' pydantic validation and the tests."""
+    import inspect
+
+    hints = routes.hints(func)
+    signature = inspect.signature(func)
+    parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
+
+    def stand_in(**kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    stand_in.__name__ = func.__name__
+    stand_in.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=inspect.Signature.empty
+    )
+    return stand_in
 
 
 class Resolver(APIGatewayHttpResolver):
-    """The HTTP API resolver with validation, the hardened body parser and ``RequestEvent``."""
+    """The HTTP API resolver with the project's edge (``_Edge``), the hardened body parser and ``RequestEvent``."""
 
     def __init__(self) -> None:
-        super().__init__(enable_validation=True, json_body_deserializer=parse_body)
-        self._request_validation_middleware = _JsonBodyValidation()
+        # Powertools' own validation is off: ``_Edge`` validates, with pydantic only when it must.
+        super().__init__(enable_validation=False, json_body_deserializer=parse_body)
+        self.use([_Edge()])
 
     def _to_proxy_event(self, event: dict[str, Any]) -> RequestEvent:
         return RequestEvent(event, self._json_body_deserializer)
@@ -294,7 +372,7 @@ def field_path(loc: Sequence[Any]) -> str:
     """``("events", 3, "timestamp")`` as ``events[3].timestamp``; union tags are left out."""
     path = ""
     for part in loc:
-        if part in UNION_TAGS:
+        if part in params.UNION_TAGS:
             continue
         if isinstance(part, int):
             path += f"[{part}]"
@@ -360,15 +438,18 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
     lock = threading.RLock()
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-    @metrics.log_metrics(raise_on_empty_metrics=False)
     def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.remove_keys(CONSTANT_LOG_KEYS)  # what inject_lambda_context added that the log group already says
-        return app.resolve(event, context)
+        try:
+            return app.resolve(event, context)
+        finally:  # what Powertools' log_metrics does; a process that never added a metric has none to flush
+            if metrics.used:
+                metrics.flush_metrics(raise_on_empty_metrics=False)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # the lock: the logger's correlation id and the metrics buffer are per request too; the budget: a model
         # call behind API Gateway fits the request's budget and ends before the function's timeout
         with lock, budget.invocation(context, budget.REQUEST):
-            return cast(dict[str, Any], resolve(event, context))
+            return resolve(event, context)
 
     return handler

@@ -15,23 +15,24 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
+from . import params
 from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
 from .policy.identifiers import IDENTIFIER_PATTERN
 
 # --- sizes (bytes of compact UTF-8 JSON) --------------------------------------------------------------------
 # A session's own state and each state delta: with the item's other attributes this still fits the 400 KB
 # DynamoDB item that holds a session's state.
-MAX_STATE_BYTES = 300_000
+MAX_STATE_BYTES = params.MAX_STATE_BYTES
 MAX_METADATA_BYTES = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
 MAX_TOOL_JSON_BYTES = 2_000_000  # a function call's args, a function response's response (events go to S3)
-MAX_QUERY_CHARS = 10_000  # a memory search query
+MAX_QUERY_CHARS = params.MAX_QUERY_CHARS  # a memory search query
 MAX_MEMORY_TEXT = 20_000  # one directly added memory text
-MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
-MAX_BATCH = 100  # events in one append, memories in one save
+MAX_PARAMETER_CHARS = params.MAX_PARAMETER_CHARS  # any other query parameter or header
+MAX_BATCH = params.MAX_BATCH  # events in one append, memories in one save
 
 # --- times: seconds since the epoch that both DynamoDB numbers and Python datetimes hold --------------------
-MIN_TIMESTAMP = 0.0
-MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last second a datetime holds
+MIN_TIMESTAMP = params.MIN_TIMESTAMP
+MAX_TIMESTAMP = params.MAX_TIMESTAMP  # 9999-12-31T23:59:59Z, the last second a datetime holds
 
 
 def _payload_too_large(size: int, limit: int) -> PydanticCustomError:

@@ -27,7 +27,24 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-LEAN_PACKAGES = frozenset({"aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"})
+LEAN_PACKAGES = frozenset(
+    {"aws_lambda_powertools", "aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.data_classes"}
+)
+
+
+def _powertools_set_up() -> None:
+    """What Powertools' top-level ``__init__`` does besides importing its names (Logger, Metrics, Tracer): its
+    package logger's handler and its user agent on botocore sessions. The names come when asked (a read that
+    emits no metric never imports the metrics package)."""
+    from aws_lambda_powertools.package_logger import set_package_logger_handler
+    from aws_lambda_powertools.shared.user_agent import inject_user_agent
+
+    set_package_logger_handler()  # type: ignore[no-untyped-call]
+    inject_user_agent()  # type: ignore[no-untyped-call]
+
+
+# A lean package's set-up besides its names: run when the lean module is made, as its ``__init__`` would.
+_SET_UP = {"aws_lambda_powertools": _powertools_set_up}
 
 
 def _exports(source: str, package: str) -> dict[str, tuple[str, str]]:
@@ -48,6 +65,17 @@ def _exports(source: str, package: str) -> dict[str, tuple[str, str]]:
     return names
 
 
+def _assigned(source: str) -> frozenset[str]:
+    """The names a package ``__init__`` assigns itself (``__all__``, ``__version__`` …): asking for one runs it."""
+    names = {"__all__"}
+    for node in ast.parse(source).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
 class _LeanLoader(importlib.abc.Loader):
     """Creates the package's module as its own loader would, then gives it a ``__getattr__`` instead of running
     its ``__init__``."""
@@ -66,6 +94,7 @@ class _LeanLoader(importlib.abc.Loader):
             real.loader.exec_module(module)
             return
         exports = _exports(source, name)
+        assigned = _assigned(source)
         locations = list(real.submodule_search_locations or ())
         lock = threading.RLock()
         state = {"whole": False}
@@ -87,7 +116,7 @@ class _LeanLoader(importlib.abc.Loader):
                 for folder in locations
             ):
                 value = importlib.import_module(f"{name}.{attribute}")
-            elif attribute.startswith("__") and attribute != "__all__":
+            elif attribute.startswith("__") and attribute not in assigned:
                 raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
             else:
                 whole()
@@ -98,6 +127,9 @@ class _LeanLoader(importlib.abc.Loader):
             return value
 
         module.__getattr__ = getattr_  # type: ignore[method-assign]
+        set_up = _SET_UP.get(name)
+        if set_up is not None:
+            set_up()
 
 
 class _LeanFinder(importlib.abc.MetaPathFinder):

@@ -33,6 +33,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .bounds import Identifier, Metadata, State, Timestamp, ToolJson, check_extra_json
 from .jsonvalues import JsonRejected, parse_json_body
+from .view import Session as Session  # a plain class (no pydantic on the session functions' cold path)
 
 
 def reject_two_spellings(model: type[BaseModel], data: Any) -> None:
@@ -283,42 +284,6 @@ class Event(_AdkModel):
     def dump(self) -> dict[str, Any]:
         """The event's JSON form: snake_case, without unset optional fields."""
         return self.model_dump(mode="json", exclude_none=True, by_alias=False)
-
-
-class Session(BaseModel):
-    """A session as the API returns it.
-
-    Built from storage with ``model_construct`` (no validation) and dumped by hand (no pydantic serialisation):
-    state and events are stored JSON, which may hold values pydantic cannot recurse through (older data, nested
-    past any bound) and ``jsonio.RawJSON`` kept for verbatim output; a read must never fail on them.
-    """
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    id: str
-    app_name: str
-    user_id: str
-    state: dict[str, Any] = Field(default_factory=dict)
-    events: list[dict[str, Any]] = Field(default_factory=list)
-    create_time: float
-    last_update_time: float
-    version: int = 0
-
-    def dump(self, *, with_events: bool = True) -> dict[str, Any]:
-        """The session's JSON form as plain dicts (the values themselves are not copied)."""
-        data: dict[str, Any] = {
-            "id": self.id,
-            "app_name": self.app_name,
-            "user_id": self.user_id,
-            "state": self.state,
-            "events": self.events,
-            "create_time": self.create_time,
-            "last_update_time": self.last_update_time,
-            "version": self.version,
-        }
-        if not with_events:
-            del data["events"]
-        return data
 
 
 # Chat messages: an OpenAI-style or voice-agent message becomes an Event that keeps every field.

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 
 from .responses import ErrorResponse
 from .routes import COMMON_ERRORS, ROUTES, Route
+from .routes import hints as route_hints
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "0.1.0"
@@ -53,7 +54,7 @@ DESCRIPTION = (
 
 
 def _body_type(route: Route) -> Any | None:
-    hints = typing.get_type_hints(route.signature, include_extras=True)
+    hints = route_hints(route.signature)
     for name in inspect.signature(route.signature).parameters:
         annotation = hints[name]
         if any(isinstance(m, Body) for m in typing.get_args(annotation)[1:]):
@@ -62,7 +63,7 @@ def _body_type(route: Route) -> Any | None:
 
 
 def _parameters(route: Route, defs: dict[str, Any]) -> list[dict[str, Any]]:
-    hints = typing.get_type_hints(route.signature, include_extras=True)
+    hints = route_hints(route.signature)
     out: list[dict[str, Any]] = []
     for name, parameter in inspect.signature(route.signature).parameters.items():
         annotation = hints[name]

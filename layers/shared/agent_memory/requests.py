@@ -1,7 +1,8 @@
 """Request models: every route's path, query, header and body input, as the handlers declare it.
 
-Powertools (``enable_validation=True``) validates these before a handler runs and describes them in the
-OpenAPI schema; the services receive typed values and never see raw JSON. Bounds come from ``bounds.py``.
+The edge validates these before a handler runs (``params.py`` the values it is sure of, without pydantic;
+Powertools' pydantic validation the rest: ``api._Edge``) and the OpenAPI schema describes them; the services
+receive typed values and never see raw JSON. Bounds come from ``bounds.py``.
 Errors: 400 ``invalid_input`` for path, query and header parameters, 422 ``validation_error`` for body
 content, 413 ``payload_too_large`` for a bounded field that is too large (``api.py`` maps them).
 """
@@ -26,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from . import params
 from .bounds import (
     MAX_BATCH,
     MAX_MEMORY_TEXT,
@@ -47,9 +49,9 @@ from .models import Event, reject_two_spellings
 from .policy.context import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
 from .policy.identifiers import IDENTIFIER_PATTERN
 
-MAX_TOP_K = 100
-MAX_PAGE = 100
-MAX_EVENT_PAGE = 1000
+MAX_TOP_K = params.MAX_TOP_K
+MAX_PAGE = params.MAX_PAGE
+MAX_EVENT_PAGE = params.MAX_EVENT_PAGE
 
 _ID = "1-128 characters of [A-Za-z0-9._:@-], starting with a letter or digit"
 
@@ -99,7 +101,8 @@ EventPageLimit = Annotated[
     QueryInt | None, Query(ge=1, le=MAX_EVENT_PAGE, description=f"events per page, 1-{MAX_EVENT_PAGE}; digits only")
 ]
 NextToken = Annotated[
-    Utf8Str | None, Query(max_length=1024, description="the opaque token of the previous page's `next_token`")
+    Utf8Str | None,
+    Query(max_length=params.MAX_NEXT_TOKEN, description="the opaque token of the previous page's `next_token`"),
 ]
 SearchQuery = Annotated[
     Utf8Str,
@@ -145,6 +148,8 @@ MemoryMinScore = Annotated[
     Fraction | None, Query(description="the memory search's `min_score`: " + MIN_SCORE_DESCRIPTION)
 ]
 WithProfile = Annotated[bool, Query(description="add what is known about the user (the profile) as a system message")]
+Flag = Annotated[bool, Query()]
+"""A query boolean without a description of its own (``keep_first``, …)."""
 
 
 class _Request(BaseModel):
@@ -186,8 +191,7 @@ AppendRequest = Annotated[
 ]
 """One event (ADK JSON or a chat message) or ``{events: [...]}``."""
 
-UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>", "<events>"})
-"""Tags pydantic puts in an error's location for the body unions above; not part of a field's path."""
+UNION_TAGS = params.UNION_TAGS  # the tags of the body unions above (``Tag("<batch>")`` …)
 
 
 class SaveSessionRequest(_Request):
@@ -288,7 +292,7 @@ class ContextRequest(_Request):
 
 # --- export / import and the memo -----------------------------------------------------------------------------
 
-EXPORT_FORMAT = "agent-memory/session@1"
+EXPORT_FORMAT = params.EXPORT_FORMAT
 
 ExportFormat = Annotated[
     Literal["json", "yaml"], Query(description="`json` (default, `application/json`) or `yaml` (`application/yaml`)")

@@ -2,8 +2,8 @@
 
 Each route names its method, its path (as ``template.yaml`` writes it), the template's function that serves it,
 the operation's signature (the same parameters, with the same annotated types from ``requests.py``, as the
-handler in ``functions/<name>/app.py``: Powertools validates a request from those) and its answers (status ->
-response model from ``responses.py``, or None for no content), plus the errors it can answer.
+handler in ``functions/<name>/app.py``: the edge validates a request from those, ``api._Edge``) and its answers
+(status -> response model from ``responses.py``, or None for no content), plus the errors it can answer.
 
 ``openapi.py`` builds the OpenAPI document from this table alone, so any function (the deployed API routes
 ``GET /openapi.json`` to one) can serve it. Tests keep the table honest: its routes are exactly the template's,
@@ -14,47 +14,50 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``) only for the OpenAPI document
+    from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from .requests import (
-    AfterTimestamp,
-    AppendRequest,
-    AppName,
-    BeforeInvocationId,
-    BeforeSeq,
-    Budget,
-    ContextFormat,
-    ContextRequest,
-    CreateSessionRequest,
-    EventId,
-    EventPageLimit,
-    ExportFormat,
-    IfMatch,
-    IfNoneMatch,
-    ImportSessionId,
-    Limit,
-    MemoRequest,
-    MemoryCount,
-    MemoryId,
-    MemoryMinScore,
-    MemoryQuery,
-    MinScore,
-    NextToken,
-    NumRecentEvents,
-    Pairs,
-    Replace,
-    SaveMemoriesRequest,
-    SearchQuery,
-    SearchRequest,
-    SessionDocument,
-    SessionId,
-    SystemMessages,
-    TopK,
-    UserId,
-    WithProfile,
-)
+    from .requests import (
+        AfterTimestamp,
+        AppendRequest,
+        AppName,
+        BeforeInvocationId,
+        BeforeSeq,
+        Budget,
+        ContextFormat,
+        ContextRequest,
+        CreateSessionRequest,
+        EventId,
+        EventPageLimit,
+        ExportFormat,
+        Flag,
+        IfMatch,
+        IfNoneMatch,
+        ImportSessionId,
+        Limit,
+        MemoRequest,
+        MemoryCount,
+        MemoryId,
+        MemoryMinScore,
+        MemoryQuery,
+        MinScore,
+        NextToken,
+        NumRecentEvents,
+        Pairs,
+        Replace,
+        SaveMemoriesRequest,
+        SearchQuery,
+        SearchRequest,
+        SessionDocument,
+        SessionId,
+        SystemMessages,
+        TopK,
+        UserId,
+        WithProfile,
+    )
+
 
 # The errors every route may answer: a bad parameter or body, no identity or not this caller's data (jwt mode), a
 # body too large, storage out of capacity.
@@ -180,9 +183,9 @@ def get_context(
     max_tokens: Budget = None,
     max_messages: Budget = None,
     max_chars: Budget = None,
-    keep_first: Annotated[bool, Query()] = False,
-    start_with_user: Annotated[bool, Query()] = False,
-    include_summary: Annotated[bool, Query()] = True,
+    keep_first: Flag = False,
+    start_with_user: Flag = False,
+    include_summary: Flag = True,
     system: SystemMessages = None,
     memories: MemoryCount = None,
     memory_query: MemoryQuery = None,
@@ -473,6 +476,18 @@ ROUTES: tuple[Route, ...] = (
         access=ANY,
     ),
 )
+
+
+def hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """The annotations of ``func`` (a signature of this table or a handler) evaluated, the names of
+    ``requests.py`` first: neither module imports them when it is loaded (pydantic stays off a function's cold
+    path); only the OpenAPI document and Powertools' pydantic validation need them."""
+    import typing
+
+    from . import requests
+
+    return typing.get_type_hints(func, globalns={**vars(requests), **func.__globals__}, include_extras=True)
+
 
 PENDING: frozenset[str] = frozenset()
 """Routes (or a route's parameters) the table documents before their handlers land (from another branch): the

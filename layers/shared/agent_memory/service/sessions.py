@@ -9,10 +9,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aws import capacity_error
-from ..bounds import MAX_BATCH
 from ..errors import (
     AlreadyExists,
     Conflict,
@@ -28,7 +27,7 @@ from ..errors import (
     UnprocessableInput,
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
-from ..models import Event, Session
+from ..params import MAX_BATCH, MAX_EVENT_PAGE
 from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges, with_partners
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
@@ -42,7 +41,6 @@ from ..policy.paging import (
 )
 from ..policy.preconditions import IfMatch, parse_if_match, parse_if_none_match
 from ..policy.state import merged_state, split_delta, strip_temp
-from ..requests import MAX_EVENT_PAGE
 from ..stores.ports import (
     Deletion,
     DeletionRaced,
@@ -55,6 +53,10 @@ from ..stores.ports import (
     marks_of,
     validated_key,
 )
+from ..view import Session
+
+if TYPE_CHECKING:
+    from ..models import Event  # appends only; the handler validated them (pydantic)
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +123,8 @@ class SessionService:
 
     @staticmethod
     def _session(record: SessionRecord, events: list[dict[str, Any]] | None = None) -> Session:
-        # No validation: what is stored reads as stored (see models.Session).
-        return Session.model_construct(
+        # No validation: what is stored reads as stored (see view.Session).
+        return Session(
             id=record.session_id,
             app_name=record.app_name,
             user_id=record.user_id,

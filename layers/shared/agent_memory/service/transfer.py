@@ -10,15 +10,18 @@ the document as it is, so export → import → export gives the same bytes apar
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PayloadTooLarge, SessionNotFound, UnprocessableInput
 from ..jsonio import RESPONSE_CAP, event_size
+from ..params import EXPORT_FORMAT
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
-from ..requests import EXPORT_FORMAT, SessionDocument
 from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of, validated_key
 from .sessions import SessionService
+
+if TYPE_CHECKING:
+    from ..requests import SessionDocument  # the import's body, validated by the handler (pydantic)
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,214 @@
+"""The edge without pydantic answers exactly as Powertools' pydantic validation did (issue 14).
+
+``params.py`` takes a body-less route's parameters without pydantic when it is sure of them and leaves everything
+else to Powertools' pydantic validation. Here every route of the table gets the same generated requests (the fuzz
+tier's hostile ones: paths, query strings, headers and bodies) twice: through the project's resolver (``api``),
+and through an oracle that is Powertools' own validated resolver over the route table's evaluated signatures, the
+way every request was read before. A 4xx must be the same status and the same JSON body (code, message, field);
+a request both take must reach the handler with the same arguments, of the same types.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_memory import api, params
+from agent_memory.errors import AgentMemoryError
+from agent_memory.routes import ROUTES, Route
+from local import template
+from local.apigw import LambdaContext, http_api_event
+from local.template import ROOT, load_handler, load_template, routes
+from tests.fuzz.strategies import SESSIONS, Request, encode, requests_for, states
+
+TEMPLATE_ROUTES = {r.route_key: r for r in routes(load_template())}
+TABLE = {r.key: r for r in ROUTES}
+LEAN = {"taken": 0, "left": 0}
+
+
+def _powertools_path(path: str) -> str:
+    return path.replace("{", "<").replace("}", ">")
+
+
+def _echo(app: Any, next_middleware: Any) -> Response[str]:
+    """The handler's arguments as the validation left them (the handler itself is not run)."""
+    arguments = app.context.get("_route_args") or {}
+    # a body as its fields (params.NewSession stands for CreateSessionRequest); anything else as its repr
+    shown = {k: repr(v.model_dump() if hasattr(v, "model_dump") else v) for k, v in sorted(arguments.items())}
+    return Response(200, "application/json", json.dumps(shown))
+
+
+class _OldValidation(OpenAPIRequestValidationMiddleware):
+    """What the edge was before: Powertools' validation of every request, each body read by the hardened parser."""
+
+    def _get_body(self, app: Any) -> Any:
+        return app.current_event.json_body
+
+
+class _Oracle(APIGatewayHttpResolver):
+    def __init__(self) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=api.parse_body)
+        self._request_validation_middleware = _OldValidation()  # type: ignore[no-untyped-call]
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> api.RequestEvent:
+        return api.RequestEvent(event, self._json_body_deserializer)
+
+
+def _errors(app: APIGatewayHttpResolver) -> None:
+    app.exception_handler(RequestValidationError)(api._validation_error)
+    app.exception_handler(AgentMemoryError)(api.domain_error_response)
+
+
+def _handler(route: Route) -> Any:
+    target = TEMPLATE_ROUTES[route.key]
+    load_handler(target)
+    return getattr(template._loaded[f"_functions.{(ROOT / target.code_uri).name}.app"], route.operation_id)
+
+
+def _resolvers() -> tuple[APIGatewayHttpResolver, APIGatewayHttpResolver]:
+    oracle = _Oracle()
+    _errors(oracle)
+    oracle.use([_echo])
+    edge = api.Resolver()
+    _errors(edge)
+    edge.use([_echo])
+    for route in ROUTES:
+        if route.key not in TEMPLATE_ROUTES:
+            continue
+        path = _powertools_path(route.path)
+        oracle.route(path, route.method)(api.typed(route.signature))  # the table's types, evaluated: pydantic
+        edge.route(path, route.method)(_handler(route))  # the handler as deployed: its annotations unevaluated
+    return oracle, edge
+
+
+ORACLE, EDGE = _resolvers()
+
+
+def _event(request: Request) -> dict[str, Any] | None:
+    """The event API Gateway would send for ``request`` (None: no route takes it, so no function sees it)."""
+    route = TEMPLATE_ROUTES[request.route]
+    split = urlsplit(request.target)
+    found = route.match(request.method, split.path)
+    if found is None:
+        return None
+    return http_api_event(
+        route, split.path, found, raw_query=split.query, headers=dict(request.headers), body=request.body
+    )
+
+
+def _answer(resolver: APIGatewayHttpResolver, event: dict[str, Any]) -> tuple[int, Any]:
+    out = resolver.resolve(json.loads(json.dumps(event)), LambdaContext(function_name="parity"))
+    return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _count_lean() -> Any:
+    real = params.arguments
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        LEAN["taken" if found is not None else "left"] += 1
+        if found is not None and found.get("body") is not None:
+            LEAN["bodies"] = LEAN.get("bodies", 0) + 1
+        return found
+
+    params.arguments = counted  # type: ignore[assignment]
+    yield
+    params.arguments = real  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("key", [k for k in TABLE if k in TEMPLATE_ROUTES])
+def test_every_route_answers_as_powertools_pydantic_validation_did(key: str) -> None:
+    @settings(
+        max_examples=120,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(requests_for(TEMPLATE_ROUTES[key]))
+    def check(request: Request) -> None:
+        event = _event(request)
+        if event is None:
+            return
+        expected = _answer(ORACLE, event)
+        got = _answer(EDGE, event)
+        assert got == expected, request.reproducer()
+        assert got[0] < 500, request.reproducer()
+
+    check()
+
+
+CREATE = "POST /apps/{app_name}/users/{user_id}/sessions"
+
+
+def _create_bodies() -> st.SearchStrategy[Any]:
+    """Create bodies mostly of the shape params.py takes, at its edges: ids valid or nearly, states of every kind."""
+    edges = st.sampled_from(("a" * 128, "a" * 129, "-x", "s\n", "s1 ", "é"))
+    ids = st.integers(0, 3).flatmap(lambda i: edges if i == 0 else st.sampled_from(SESSIONS))
+    plain = st.one_of(
+        st.integers(-(10**6), 10**6), st.text(max_size=10), st.booleans(), st.none(), st.floats(-1e6, 1e6)
+    )
+    mapping = st.dictionaries(st.text(max_size=8), plain, max_size=4)
+    state = st.one_of(mapping, mapping, st.none(), states())
+    fields = st.fixed_dictionaries({}, optional={"session_id": ids, "state": state})
+    odd = st.fixed_dictionaries({"sessionId": ids}, optional={"session_id": ids, "x": plain})
+    return st.one_of(fields, fields, fields, odd, fields.map(lambda b: [b]), st.none())
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_create_bodies(), st.sampled_from((None, "*", "W/*")))
+def test_the_create_body_is_read_as_pydantic_reads_it(body: Any, if_none_match: str | None) -> None:
+    headers = (("content-type", "application/json"),) + ((("if-none-match", if_none_match),) if if_none_match else ())
+    data = None if body is None else encode(body)
+    request = Request(CREATE, "POST", "/apps/fz/users/u1/sessions", "", headers, data)
+    event = _event(request)
+    assert event is not None
+    expected = _answer(ORACLE, event)
+    assert _answer(EDGE, event) == expected, request.reproducer()
+
+
+def test_the_lean_reading_takes_many_requests_and_leaves_many() -> None:
+    """The parity above is not vacuous: params.py took (and so was compared on) many requests, and left some."""
+    assert LEAN["taken"] > 1000 and LEAN["left"] > 500, LEAN
+    assert LEAN.get("bodies", 0) > 40, LEAN  # create's bodies taken without pydantic
+
+
+def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -> None:
+    session = TABLE["GET /apps/{app_name}/users/{user_id}/sessions/{session_id}"]
+    append = TABLE["POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events"]
+    create = TABLE["POST /apps/{app_name}/users/{user_id}/sessions"]
+    assert params.plan(_handler(session)).lean and params.plan(_handler(create)).lean
+    assert not params.plan(_handler(append)).lean
+    assert params.arguments(
+        _handler(session),
+        {"app_name": "a", "user_id": "u", "session_id": "s"},
+        {"limit": "5", "after_timestamp": "2024-01-01T00:00:00"},
+        "limit=5&after_timestamp=2024-01-01T00:00:00",
+        {},
+    ) == {
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": "s",
+        "num_recent_events": None,
+        "after_timestamp": 1704067200.0,
+        "limit": 5,
+        "next_token": None,
+    }
+
+
+def test_params_bounds_are_the_ones_the_models_declare() -> None:
+    from agent_memory.policy.context import MAX_CONTEXT_MEMORIES
+
+    assert params.MAX_CONTEXT_MEMORIES == MAX_CONTEXT_MEMORIES
+    from agent_memory import requests
+
+    assert set(params.SPECS) <= set(vars(requests)), "a spec names a type requests.py does not declare"
