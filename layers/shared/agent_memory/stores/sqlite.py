@@ -67,7 +67,6 @@ from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
-    STALE_AFTER_S,
     TEXT_PREFIX,
     AppCursor,
     AppendResult,
@@ -1049,30 +1048,22 @@ class SqliteClaimStore:
         self._db = db
         self._clock = clock
 
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+    def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         unique = list(dict.fromkeys(keys))
-        if not unique:
-            return set()
-        with self._db.write() as conn:
-            now = self._clock()
-            held: dict[str, tuple[int, float]] = {}
+        marked: set[str] = set()
+        with self._db.read() as conn:
             for start in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[start : start + _IN_CHUNK]
                 marks = ",".join("?" * len(chunk))
-                for key, committed, claimed_at in conn.execute(
-                    f"SELECT key, committed, claimed_at FROM claims WHERE app_name = ? AND user_id = ? "
-                    f"AND key IN ({marks})",
-                    [app_name, user_id, *chunk],
-                ):
-                    held[key] = (committed, claimed_at)
-            # Free: nobody holds it, or its save died before committing it long enough ago.
-            won = [k for k in unique if k not in held or (not held[k][0] and held[k][1] < now - STALE_AFTER_S)]
-            conn.executemany(
-                "INSERT INTO claims (app_name, user_id, key, committed, claimed_at) VALUES (?, ?, ?, 0, ?) "
-                "ON CONFLICT DO UPDATE SET committed = 0, claimed_at = excluded.claimed_at",
-                [(app_name, user_id, k, now) for k in won],
-            )
-            return set(won)
+                marked.update(
+                    key
+                    for (key,) in conn.execute(
+                        f"SELECT key FROM claims WHERE app_name = ? AND user_id = ? AND committed = 1 "
+                        f"AND key IN ({marks})",
+                        [app_name, user_id, *chunk],
+                    )
+                )
+        return marked
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         with self._db.write() as conn:
@@ -1087,13 +1078,6 @@ class SqliteClaimStore:
         with self._db.write() as conn:
             conn.executemany(
                 "DELETE FROM claims WHERE app_name = ? AND user_id = ? AND key = ?",
-                [(app_name, user_id, k) for k in dict.fromkeys(keys)],
-            )
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._db.write() as conn:
-            conn.executemany(
-                "DELETE FROM claims WHERE app_name = ? AND user_id = ? AND key = ? AND committed = 0",
                 [(app_name, user_id, k) for k in dict.fromkeys(keys)],
             )
 
