@@ -12,7 +12,7 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``events``         one row per event: ``seq``, ``ts``, the id and the body as JSON text, of any size, inline (no
   blob store: SQLite keeps large values in overflow pages); unique by (session, id) and by (session, seq)
 - ``outbox``         the change feed: one row per stored event, written in the transaction that stores the event
-- ``claims``         memory claims (``ClaimStore``)
+- ``claims``         forgotten events of long-term memory (``ClaimStore``: committed rows; older versions' claims)
 - ``deletions``      per session, how many event deletions it committed (``SessionRecord.deletions``)
 - ``deleted_events`` ids of events a deletion removed whose derived data (memories, claims) ``purge_deleted`` has
   not settled yet; the rows themselves go in the deletion's transaction (their outbox rows with them)
@@ -1033,7 +1033,7 @@ class SqliteSessionStore:
         return changes_from_feed(records)
 
 
-# --- memory claims ------------------------------------------------------------------------------------------------
+# --- forgotten events (memory claims) ---------------------------------------------------------------------------------
 
 
 def _prefix_range(prefix: str) -> tuple[str, str]:
@@ -1042,7 +1042,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 
 
 class SqliteClaimStore:
-    """``ClaimStore`` on a ``SqliteDatabase``: one row per claim (see ``stores/dynamo_claims.py`` for the semantics)."""
+    """``ClaimStore`` on a ``SqliteDatabase``: one row per key (see ``stores/dynamo_claims.py`` for the semantics)."""
 
     def __init__(self, db: SqliteDatabase, clock: Callable[[], float] = time.time) -> None:
         self._db = db
