@@ -26,7 +26,7 @@ moto runs as a server in this process; every search goes through it over HTTP, a
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
 cache of earlier runs' MiniLM vectors when there is one (``bench.embedding_cache``: same vectors, computed once).
-Save throughput goes through the service's save path (claims, embedding, segment, manifest) in batches of 100.
+Save throughput goes through the service's save path (forgotten events, embedding, segment, manifest) in batches of 100.
 """
 
 from __future__ import annotations

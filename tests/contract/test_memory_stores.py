@@ -17,7 +17,7 @@ from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.dynamo_claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memory_parts import encode_v1_part
-from agent_memory.stores.ports import STALE_AFTER_S, ClaimStore, MemoryRecord, MemoryStore, NotStored
+from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, NotStored
 from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
 from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
@@ -76,32 +76,27 @@ def record(i: int, text: str | None = None) -> MemoryRecord:
     return MemoryRecord(id=f"m{i}", text=text or f"fact {i}", author="user", timestamp=1.0 + i)
 
 
-def test_a_claim_is_held_once(claims: ClaimStore) -> None:
-    assert claims.claim("app", "alice", ["a", "b", "a"]) == {"a", "b"}
-    assert claims.claim("app", "alice", ["a", "c"]) == {"c"}
-    assert claims.claim("app", "bob", ["a"]) == {"a"}  # per user
-
-
-def test_committed_claims_never_go_stale_uncommitted_ones_do(claims: ClaimStore, clock: Clock) -> None:
-    claims.claim("app", "alice", ["done", "dead"])
-    claims.commit("app", "alice", ["done"])
-    clock.now += STALE_AFTER_S + 1
-    assert claims.claim("app", "alice", ["done", "dead"]) == {"dead"}
+def test_only_marked_keys_are_forgotten(claims: ClaimStore) -> None:
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2"]) == set()
+    claims.commit("app", "alice", ["E#s1#e1", "E#s1#e1"])
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "E#s1#e1"]) == {"E#s1#e1"}
+    assert claims.forgotten("app", "bob", ["E#s1#e1"]) == set()  # per user
+    assert claims.forgotten("other", "alice", ["E#s1#e1"]) == set()  # per app
+    assert claims.forgotten("app", "alice", []) == set()
 
 
 def test_release_and_release_texts(claims: ClaimStore) -> None:
-    claims.claim("app", "alice", ["E#s1#e1", "T#abc", "T#def"])
     claims.commit("app", "alice", ["E#s1#e1", "T#abc", "T#def"])
     claims.release("app", "alice", ["T#abc"])
-    assert claims.claim("app", "alice", ["T#abc"]) == {"T#abc"}
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1", "T#def"}
     claims.release_texts("app", "alice")
-    assert claims.claim("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"T#abc", "T#def"}
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1"}
 
 
-def test_many_claims_in_one_call(claims: ClaimStore) -> None:
-    keys = [f"k{i}" for i in range(250)]
-    assert claims.claim("app", "alice", keys[:120]) == set(keys[:120])
-    assert claims.claim("app", "alice", keys) == set(keys[120:])
+def test_many_keys_in_one_call(claims: ClaimStore) -> None:
+    keys = [f"E#s1#e{i}" for i in range(250)]  # more than one BatchGetItem (100) and one BatchWriteItem (25)
+    claims.commit("app", "alice", keys[:130])
+    assert claims.forgotten("app", "alice", keys) == set(keys[:130])
 
 
 def test_added_records_are_searchable(memories: MemoryStore) -> None:
@@ -134,21 +129,82 @@ def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) 
     assert len(fresh.view("app", "alice").records) == 30
 
 
-def test_abandon_gives_back_only_uncommitted_claims(claims: ClaimStore) -> None:
-    claims.claim("app", "alice", ["landed", "lost"])
-    claims.commit("app", "alice", ["landed"])
-    claims.abandon("app", "alice", ["landed", "lost", "never-claimed"])
-    assert claims.claim("app", "alice", ["landed", "lost"]) == {"lost"}
-
-
-def test_commit_events_settles_every_uncommitted_event_claim(claims: ClaimStore, clock: Clock) -> None:
-    claims.claim("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"])
-    claims.commit("app", "alice", ["E#s1#e1"])
+def test_claims_of_an_earlier_version_read_as_marks_when_committed(claims: ClaimStore) -> None:
+    """Earlier versions claimed every saved event (uncommitted while its save ran, committed once stored or
+    forgotten): a committed one reads as forgotten (stored then: skipped either way), an uncommitted one does
+    not, until forget-all's ``commit_events`` marks it."""
+    old_claims(claims, "app", "alice", {"E#s1#e1": True, "E#s1#e2": False, "T#abc": False})
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "E#s1#e3"]) == {"E#s1#e1"}
     claims.commit_events("app", "alice")
-    clock.now += STALE_AFTER_S + 1
-    # The event claims never go stale now; the text claim, still uncommitted, does.
-    assert claims.claim("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"]) == {"T#abc"}
-    assert claims.claim("app", "bob", ["E#s1#e1"]) == {"E#s1#e1"}  # per user
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"]) == {"E#s1#e1", "E#s1#e2"}
+    assert claims.forgotten("app", "bob", ["E#s1#e1"]) == set()  # per user
+
+
+def old_claims(claims: ClaimStore, app_name: str, user_id: str, keys: dict[str, bool]) -> None:
+    """Claim items as an earlier version wrote them (its own storage format, written raw)."""
+    if isinstance(claims, DynamoClaimStore):
+        for key, committed in keys.items():
+            item = {
+                "PK": {"S": f"M#{app_name}#{user_id}"},
+                "SK": {"S": f"C#{key}"},
+                "committed": {"BOOL": committed},
+                "claimed_at": {"N": "1000000.0"},
+            }
+            if not committed:
+                item["owner"] = {"S": "0" * 32}
+            claims._db.put_item(TableName=claims._table, Item=item)
+    elif isinstance(claims, SqliteClaimStore):
+        with claims._db.write() as conn:
+            conn.executemany(
+                "INSERT INTO claims (app_name, user_id, key, committed, claimed_at) VALUES (?, ?, ?, ?, 1000000.0)",
+                [(app_name, user_id, k, int(c)) for k, c in keys.items()],
+            )
+    else:
+        assert isinstance(claims, InMemoryClaimStore)
+        for key, committed in keys.items():
+            claims._claims[(app_name, user_id, key)] = (committed, 1_000_000.0)
+
+
+def test_forget_all_shows_before_the_records_it_removes(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [record(1), record(2)])
+    seen: list[list[str]] = []
+    memories.forget_all("app", "alice", lambda held: seen.append(sorted(held)))
+    assert seen == [["m1", "m2"]] and memories.view("app", "alice").records == {}
+
+
+def test_a_forget_all_whose_before_fails_forgets_nothing(memories: MemoryStore) -> None:
+    memories.add("app", "alice", [record(1)])
+
+    def refuse(held: Any) -> None:
+        raise RuntimeError("the marks could not be written")
+
+    with pytest.raises(RuntimeError):
+        memories.forget_all("app", "alice", refuse)
+    assert set(memories.view("app", "alice").records) == {"m1"}
+
+
+@pytest.mark.parametrize("backend", ["s3", "sqlite"])  # in memory, a forget-all holds the store's lock throughout
+def test_a_save_landing_during_forget_all_is_shown_to_before(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if backend == "s3":
+        aws: dict[str, Any] = request.getfixturevalue("aws")
+        store: MemoryStore = S3MemoryStore(
+            lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine
+        )
+    else:
+        store = sqlite_store(tmp_path / "memory.db")
+    store.add("app", "alice", [record(1)])
+    seen: list[list[str]] = []
+
+    def before(held: Any) -> None:
+        seen.append(sorted(held))
+        if len(seen) == 1:  # a save lands after the forget-all read the memory, before it is written
+            store.add("app", "alice", [record(2)])
+
+    store.forget_all("app", "alice", before)
+    assert seen == [["m1"], ["m1", "m2"]]  # the forget-all was redone over the view holding the save
+    assert store.view("app", "alice").records == {}
 
 
 def test_add_skips_records_already_held_and_returns_what_it_stored(memories: MemoryStore) -> None:

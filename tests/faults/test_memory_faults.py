@@ -1,6 +1,6 @@
 """Long-term memory writes under faults injected below botocore's retries: memory save, auto-save, forget one,
 forget all. Each test asserts storage afterwards: every object version under the user's prefix, the parts the
-manifest names and the records they hold, the claim items in the table, and what search returns."""
+manifest names and the records they hold, the forgotten-event marks in the table, and what search returns."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_memory.composition import services
-from agent_memory.service.memories import text_memory_id
+from agent_memory.service.memories import event_memory_id, text_memory_id
 from agent_memory.stores.s3_memories import decode_part
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
@@ -98,7 +98,7 @@ def assert_nothing_left(aws: dict[str, Any]) -> None:
 
 
 def claims(aws: dict[str, Any], user: str = "alice") -> dict[str, bool]:
-    """The user's claim items: claim key -> committed."""
+    """The user's claim items (forgotten-event marks, and what earlier versions claimed): key -> committed."""
     items = aws["dynamodb"].query(
         TableName=TABLE,
         KeyConditionExpression="PK = :pk",
@@ -322,21 +322,29 @@ SAVE_FAULTS = {
     "manifest write fails": (_fail("PutObject", s3_error(), on_key("manifest.json")), 503),
     "manifest write answer lost": (_lose("PutObject", on_key("manifest.json")), 200),
     "manifest read throttled": (_fail("GetObject", s3_error("SlowDown", 503), on_key("manifest.json")), 503),
-    "claim throttled": (_fail("PutItem", throttle()), 503),
-    "claim answer lost": (_lose("PutItem"), 200),
-    "commit throttled": (_fail("BatchWriteItem", throttle()), 503),
-    "commit answer lost": (_lose("BatchWriteItem"), 200),
+    # events only (a text has no forgotten mark to read): the read of the events' marks
+    "forgotten read throttled": (_fail("BatchGetItem", throttle()), 503),
+    "forgotten read answer lost": (_lose("BatchGetItem"), 200),
 }
 
+EVENTS = [text_event(t, id=f"u{i}") for i, t in enumerate(FACTS)]
 
-@pytest.mark.parametrize("name", list(SAVE_FAULTS))
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [("events", n) for n in SAVE_FAULTS] + [("texts", n) for n in SAVE_FAULTS if "forgotten" not in n]
+)
 def test_a_save_retried_after_any_fault_stores_each_record_once(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, monkeypatch: pytest.MonkeyPatch
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, kind: str
 ) -> None:
-    seed_texts(api, FACTS[:1])  # an existing manifest, so that its writes are conditional on its ETag
+    # an existing manifest, so that its writes are conditional on its ETag (a direct text reads no mark)
+    if kind == "texts":
+        seed_texts(api, FACTS[:1])
+        body: dict[str, Any] = {"memories": [{"text": t} for t in FACTS[1:]]}
+    else:
+        assert save(api, {"session_id": "s1", "events": EVENTS[:1]}).body["saved"] == 1
+        body = {"session_id": "s1", "events": EVENTS[1:]}
     inject, status = SAVE_FAULTS[name]
     inject(faults)
-    body = {"memories": [{"text": t} for t in FACTS[1:]]}
     first = save(api, body)
     if status == 503:
         assert_unavailable(first)
@@ -348,38 +356,33 @@ def test_a_save_retried_after_any_fault_stores_each_record_once(
     counts = stored_record_ids(aws)
     assert len(counts) == 3 and set(counts.values()) == {1}  # each record held once across the parts
     assert sorted(texts(api, "peanuts Porto oboe sundays Ana")) == sorted(FACTS)  # and found once
-    held = claims(aws)
-    assert len(held) == 3
-    if name == "commit throttled":
-        # The records landed before the commit failed: their claims were kept (not released), so the retry
-        # stored nothing again; they stay uncommitted until they go stale...
-        assert retry.body["saved"] == 0 and sorted(held.values()) == [False, False, True]
-        monkeypatch.setattr("agent_memory.stores.dynamo_claims.STALE_AFTER_S", -1)
-        # ...and a save that claims them again then finds them stored: nothing twice, claims committed.
-        assert save(api, body).body["saved"] == 0
-        assert set(stored_record_ids(aws).values()) == {1} and all(claims(aws).values())
-    else:
-        assert first.body.get("saved", 0) + retry.body["saved"] == 2  # each record counted saved once
-        assert all(held.values())
+    assert first.body.get("saved", 0) + retry.body["saved"] == 2  # each record counted saved once
+    assert claims(aws) == {}  # a save writes no item to the table, whatever failed
 
 
-def test_a_claim_that_is_throttled_for_one_key_gives_back_the_others(
+def test_a_forget_between_a_saves_read_and_its_write_is_never_undone(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
-    faults.fail("PutItem", throttle(), times=-1, when=lambda r: _claims_key(r, 1))
-    body = {"memories": [{"text": t} for t in FACTS]}
-    assert_unavailable(save(api, body))
-    assert claims(aws) == {}  # nothing held for minutes
-    faults.clear()
-    assert save(api, body).body["saved"] == 3
+    """A save of events the memory holds (a redelivered batch) racing a forget of one of them: the forget lands
+    after the save read the memory and before its conditional write, which loses and is redone over the view
+    without the forgotten record; the mark, written before the forget's merge, keeps it out of the redone write
+    and out of the other records' context."""
+    assert save(api, {"session_id": "s1", "events": EVENTS[:2]}).body["saved"] == 2
+    forgotten = event_memory_id("s1", "u0")
 
+    def forget_first(apply: Callable[[], Any], _event: str, _request: Any) -> Any:
+        assert api.request("DELETE", f"{BASE}/{forgotten}").status == 204
+        return apply()
 
-def _claims_key(request: Any, index: int) -> bool:
-    """The claim PutItem of the ``index``-th fact (by its text claim key)."""
-    from .injector import request_json
-
-    sk = request_json(request).get("Item", {}).get("SK", {}).get("S", "")
-    return sk == "C#T#" + text_memory_id(FACTS[index])[2:]
+    rule = faults.add("PutObject", forget_first, when=only_if_match)
+    reply = save(api, {"session_id": "s1", "events": EVENTS})
+    assert reply.status == 200 and reply.body["saved"] == 1 and rule.hits == 1
+    counts = stored_record_ids(aws)
+    assert forgotten not in counts and set(counts.values()) == {1} and len(counts) == 2
+    live = b"".join(aws["s3"].get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in named_parts(aws))
+    assert b"peanuts" not in live  # neither as a memory nor as the context of the record stored after it
+    assert claims(aws) == {"E#s1#u0": True}
+    assert save(api, {"session_id": "s1", "events": EVENTS}).body["saved"] == 0  # and never later
 
 
 # --- 4. orphans are reachable ----------------------------------------------------------------------------------
@@ -437,7 +440,8 @@ def test_a_retried_autosave_batch_after_a_partial_fault_stores_each_record_once(
     seed_session(api, "s1")
     seed_session(api, "s2", user="bob")
     records = stream_records(aws)
-    faults.fail("BatchWriteItem", throttle(), times=-1, when=lambda r: b"M#app#bob" in (r.body or b""))
+    # bob's read of his forgotten events fails past botocore's retries and the write budget
+    faults.fail("BatchGetItem", throttle(), times=-1, when=lambda r: b"M#app#bob" in (r.body or b""))
     result = autosave(records)
     bobs = {r["dynamodb"]["SequenceNumber"] for r in records if "#bob#" in r["dynamodb"]["Keys"]["PK"]["S"]}
     assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == bobs
@@ -449,7 +453,7 @@ def test_a_retried_autosave_batch_after_a_partial_fault_stores_each_record_once(
         assert sorted(found) == ["I am allergic to peanuts", "My sister Ana lives in Porto"]
     bob_parts = [
         v["Key"] for v in versions(aws, "memories/app/bob/parts/") if v["IsLatest"]
-    ]  # bob's records landed once before the commit failed, and the retries added no part
+    ]  # bob's records landed once, on the first retry; the redelivered batch added no part
     assert len(bob_parts) == 1
 
 
@@ -500,8 +504,7 @@ def test_an_offloaded_event_s3_cannot_read_now_fails_only_its_session_and_lands_
 # --- 6. throttling answers 503 within the budget ---------------------------------------------------------------
 
 THROTTLES = {
-    "save: claim": ("save", "PutItem", throttle()),
-    "save: commit": ("save", "BatchWriteItem", throttle()),
+    "save: forgotten read": ("save_events", "BatchGetItem", throttle()),
     "save: part": ("save", "PutObject", s3_error("SlowDown", 503)),
     "forget: read": ("forget", "GetObject", s3_error("SlowDown", 503)),
     "forget: list": ("forget", "ListObjectVersions", s3_error("SlowDown", 503)),
@@ -524,7 +527,12 @@ def test_throttling_answers_503_with_retry_after(
     route, operation, reply = THROTTLES[name]
     faults.fail(operation, reply, times=-1)
     started = time.monotonic()
-    answer = save(api, {"memories": [{"text": "one more fact"}]}) if route == "save" else forget_route(api, route)
+    if route == "save":
+        answer = save(api, {"memories": [{"text": "one more fact"}]})
+    elif route == "save_events":
+        answer = save(api, {"session_id": "s1", "events": [text_event("one more fact", id="u9")]})
+    else:
+        answer = forget_route(api, route)
     assert_unavailable(answer)
     # Never a hang: the answer comes well inside the API functions' 29 s timeout.
     assert time.monotonic() - started < 25.0
@@ -537,7 +545,7 @@ FORGET_LOST_ANSWERS = {
     "forget: part delete": ("forget", "DeleteObjects", None),
     "forget-all: tombstone": ("forget_all", "PutObject", on_key("manifest.json")),
     "forget-all: delete": ("forget_all", "DeleteObjects", None),
-    "forget-all: claims": ("forget_all", "BatchWriteItem", None),
+    "forget-all: marks": ("forget_all", "BatchWriteItem", None),
 }
 
 
@@ -546,6 +554,7 @@ def test_a_forget_whose_answer_was_lost_is_recognised(
     api: Api, aws: dict[str, Any], faults: FaultInjector, name: str
 ) -> None:
     seed_texts(api)
+    assert save(api, {"session_id": "s1", "events": [text_event("I keep bees", id="u9")]}).body["saved"] == 1
     route, operation, when = FORGET_LOST_ANSWERS[name]
     faults.lose_answer(operation, when=when)
     assert forget_route(api, route).status == 204
@@ -555,7 +564,8 @@ def test_a_forget_whose_answer_was_lost_is_recognised(
         assert not orphans(aws) and manifest(aws)["pending_delete"] == []
     else:
         assert_nothing_left(aws)
-        assert texts(api, "peanuts Porto oboe") == [] and claims(aws) == {}
+        assert texts(api, "peanuts Porto oboe bees") == [] and claims(aws) == {"E#s1#u9": True}
+        assert save(api, {"session_id": "s1", "events": [text_event("I keep bees", id="u9")]}).body["saved"] == 0
     assert faults.rules[0].hits == 1  # the fault did happen
 
 

@@ -47,7 +47,7 @@ def test_a_database_held_by_another_writer_answers_503_and_stores_nothing(tmp_pa
         with pytest.raises(ServiceUnavailable):
             store.create_session(record(SessionKey("app", "alice", "s2")), ScopedDelta())
         with pytest.raises(ServiceUnavailable):
-            claims.claim("app", "alice", ["E#s1#e1"])
+            claims.commit("app", "alice", ["E#s1#e1"])
         # WAL: readers do not wait for the writer.
         got = store.get_session(KEY)
         assert got is not None and got.version == 0
@@ -61,7 +61,9 @@ def test_a_database_held_by_another_writer_answers_503_and_stores_nothing(tmp_pa
     assert store.get_session(SessionKey("app", "alice", "s2")) is None and store.list_due(10) == []
     # Released: the same requests succeed.
     assert store.append_events(KEY, [event("e1", 1001.0, delta={"k": 1})], None).created == [True]
-    assert claims.claim("app", "alice", ["E#s1#e1"]) == {"E#s1#e1"}
+    assert claims.forgotten("app", "alice", ["E#s1#e1"]) == set()  # the refused mark was not kept
+    claims.commit("app", "alice", ["E#s1#e1"])
+    assert claims.forgotten("app", "alice", ["E#s1#e1"]) == {"E#s1#e1"}
     assert [c.event["id"] for c in store.changes(store.read_changes(0, 10))] == ["e1"]
     db.close()
 

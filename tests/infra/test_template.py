@@ -409,3 +409,12 @@ def test_delete_session_event(session: dict[str, Any]) -> None:
     assert status == 204 and body is None
     status, body = invoke("get_session")
     assert status == 404, body
+
+
+@pytest.mark.parametrize("function", ["SaveMemoriesFunction", "AutoSaveFunction"])
+def test_memory_saves_read_the_forgotten_marks_and_write_no_table_item(function: str) -> None:
+    """A save reads the marks of forgotten events (BatchGetItem on ``M#…`` items) and writes nothing to the table
+    (docs/design.md, "Forgotten events"); only forgetting and deleting write the marks."""
+    dynamodb = [a for s in policy_statements(function) for a in actions(s) if a.startswith("dynamodb:")]
+    assert "dynamodb:BatchGetItem" in dynamodb
+    assert not [a for a in dynamodb if any(word in a.lower() for word in WRITE_WORDS)], dynamodb

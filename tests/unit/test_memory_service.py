@@ -9,6 +9,7 @@ from pydantic import TypeAdapter
 
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
 from agent_memory.policy.state import ScopedDelta
+from agent_memory.providers.facts import ExtractiveFactExtractor
 from agent_memory.requests import MemoryText, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
@@ -137,6 +138,47 @@ def test_forgotten_event_memories_are_not_saved_again(parts: Any) -> None:
     assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0
     service.forget_all("app", "alice")
     assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0
+
+
+def test_forget_all_marks_every_event_memory_it_removes_and_saves_write_no_mark(parts: Any) -> None:
+    service, sessions, _ = parts
+    seed(sessions, [event(1, "user", "I live in Porto"), event(2, "user", "I keep bees")])
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 2
+    claims = service._claims
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2"]) == set()  # a save writes no claim
+    service.forget_all("app", "alice")
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2"]) == {"E#s1#e1", "E#s1#e2"}
+    sessions.append_events(KEY, [NewEvent("e3", 1003.0, event(3, "user", "I moved to Lisbon"), ScopedDelta())], None)
+    # the session's save now stores only the turn said after the forget-all
+    assert save(service, "app", "alice", {"session_id": "s1"}) == {"saved": 1, "skipped": 2}
+
+
+class CountingExtractor(ExtractiveFactExtractor):
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def extract(self, texts: list[str]) -> list[list[dict[str, str]]]:
+        self.texts += texts
+        return super().extract(texts)
+
+
+def test_facts_are_extracted_only_for_records_not_stored_yet() -> None:
+    sessions = InMemorySessionStore()
+    extractor = CountingExtractor()
+    service = MemoryService(
+        sessions,
+        InMemoryMemoryStore(build, SearchIndex.combine),
+        InMemoryClaimStore(),
+        lambda index, q, k, cut: index.search(q, k, min_score=cut),
+        facts=extractor,
+    )
+    seed(sessions, [event(1, "user", "I am allergic to cats")])
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 1
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 0  # a resend: no model call
+    sessions.append_events(KEY, [NewEvent("e2", 1002.0, event(2, "user", "I love jazz"), ScopedDelta())], None)
+    service.forget("app", "alice", event_memory_id("s1", "e1"))
+    assert save(service, "app", "alice", {"session_id": "s1"})["saved"] == 1
+    assert extractor.texts == ["I am allergic to cats", "I love jazz"]  # never the stored or forgotten turn again
 
 
 def test_search_validation_and_results(parts: Any) -> None:

@@ -312,3 +312,23 @@ def test_the_numpy_pass_runs_numpys_blas_on_one_thread() -> None:
     out = _in_a_fresh_process(probe, env={"PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": ""})
     before, after = out.split()
     assert after == "1" and int(before) >= 1
+
+
+def test_a_background_use_embeds_even_a_few_texts_through_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Auto-save (a background use) embeds its saves through the onnxruntime session whatever their size, a
+    request a few texts through the numpy pass; both give the same rows within float32 noise."""
+    from agent_memory import budget
+
+    texts = QUERY_TEXTS[:3]
+    assert len(texts) <= embedders.NUMPY_MAX_TEXTS
+    numpy_rows = MiniLMEmbedder().embed(texts)  # a request (no invocation): the numpy pass
+
+    def no_numpy() -> Any:
+        raise AssertionError("a background embed used the numpy pass")
+
+    monkeypatch.setattr(embedders, "_minilm_numpy", no_numpy)
+    with budget.invocation(None, budget.BACKGROUND):
+        session_rows = MiniLMEmbedder().embed(texts)
+    np.testing.assert_allclose(session_rows, numpy_rows, rtol=0, atol=1e-5)
+    with pytest.raises(embedders.EmbedderError, match="numpy pass"), budget.invocation(None, budget.REQUEST):
+        MiniLMEmbedder().embed(texts)  # a request still takes the numpy pass

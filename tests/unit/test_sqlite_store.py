@@ -23,7 +23,6 @@ def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path
     big = "x" * 2_000_000  # any size, inline
     store.append_events(KEY, [event("e1", 1001.25, delta={"k": 2.0}), event("e2", 1002.0, text=big)], None)
     store.append_compaction(KEY, event("c1", 1003.0, text="summary"), 2, 0, incarnation=live.incarnation)
-    claims.claim("app", "alice", ["E#s1#e1", "T#abc"])
     claims.commit("app", "alice", ["E#s1#e1"])
     before = store.read_events(KEY, EventQuery())
     feed = store.read_changes(0, 100)
@@ -41,7 +40,7 @@ def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path
     assert before[1]["content"]["parts"][0]["text"] == big
     assert store.read_changes(0, 100) == feed and len(feed) == 3
     assert store.list_due(10) == [KEY]
-    assert claims.claim("app", "alice", ["E#s1#e1", "T#abc", "T#new"]) == {"T#new"}
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "T#new"]) == {"E#s1#e1"}
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)

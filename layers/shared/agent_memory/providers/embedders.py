@@ -96,9 +96,20 @@ _NUMPY_LOCK = threading.Lock()
 _TOKENIZER_LOCK = threading.Lock()
 _PRELOAD_LOCK = threading.Lock()  # only to start one background load: ``preload`` never waits for a load
 _PRELOAD: dict[int, threading.Thread] = {}  # max_tokens -> the background load started for it
-# Up to this many texts an embed runs the numpy forward pass; more (a save's batch) use the onnxruntime session.
+# Up to this many texts an embed runs the numpy forward pass; more (a save's batch), or any embed of a background
+# use (auto-save), use the onnxruntime session.
 # Both compute the same rows within float32 noise (tests/unit/test_search_speed.py).
 NUMPY_MAX_TEXTS = 8
+
+
+def _background() -> bool:
+    """Whether the use being served is a background one (auto-save, the sweep): its embeds go through the
+    onnxruntime session whatever their size. The numpy pass spares a request's cold start the session's build;
+    a background function, warm across its batches, pays that build once and then embeds each text with ~25%
+    less CPU (measured on saves of 1-8 texts of ~100 tokens: 0.149 s against 0.194 s for 8)."""
+    from agent_memory import budget
+
+    return budget.current().name == budget.BACKGROUND.name
 
 
 def _minilm_session() -> Any:
@@ -227,7 +238,7 @@ class MiniLMEmbedder:
 
         if not texts:
             return _empty(self.dim)
-        few = len(texts) <= NUMPY_MAX_TEXTS
+        few = len(texts) <= NUMPY_MAX_TEXTS and not _background()
         try:
             tokenizer = _minilm_tokenizer(self.max_tokens)
             model = _minilm_numpy() if few else _minilm_session()

@@ -4,18 +4,18 @@ The feed is the table's stream in AWS and the SQLite outbox when embedded; the s
 into ``Change``s (session key, event, record id), so no storage key format is parsed here. Records arrive in batches
 (the event source mapping's batch size and batching window: by default up to 1000 records gathered for at most
 300 s, so that a user's save holds several of their turns). Events are grouped by session, the sessions by user, and
-each user's are saved in one write of their memory through the same path as the save route, sharing its idempotency
-record. A user whose save fails has their records reported as batch item failures (a session whose events cannot be
-read, only that session's), so Lambda retries from there without losing or duplicating the rest: a retried record
-that was already stored is skipped by its claim, or by the memory store, which never stores an id twice (a save that
-failed after its records landed). An event whose stored timestamp no datetime holds (old data) is dated by the save
-time, so it never makes every later batch of its session fail.
+each user's are saved in one write of their memory through the same path as the save route (the same record ids,
+the same forgotten events). A user whose save fails has their records reported as batch item failures (a session
+whose events cannot be read, only that session's), so Lambda retries from there without losing or duplicating the
+rest: a retried record that was already stored is skipped by the memory store, which never stores an id twice (a
+save that failed after its records landed). An event whose stored timestamp no datetime holds (old data) is dated
+by the save time, so it never makes every later batch of its session fail.
 
 Batches are large (the mapping's window, not its count, cuts them: several turns of each user per save), so a
 batch can hold more users than one invocation saves in its time: no user's save is started with less than
 ``SAVE_RESERVE_S`` left before the function's timeout. The users not reached are reported as batch item
 failures, and Lambda hands their records over again (with the later records of users already saved, which
-their claims skip), instead of the function being stopped in the middle of a save.
+the memory store skips), instead of the function being stopped in the middle of a save.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ logger = logging.getLogger(__name__)
 LOOKBACK_EVENTS = 50
 
 # No user's save starts with less time than this left before the function's timeout: one save's writes after its
-# model calls (a claim, the manifest read, the part, the manifest, the commit: each botocore's 3 attempts of a 1 s
-# connect and 3 s read at worst) fit in it, and the handler ends model calls ``functions/autosave``'s reserve
-# before the timeout. A save the function were stopped in would hold its claims until they go stale. An invocation
+# model calls (the manifest read, the forgotten events' read, the part, the manifest: each botocore's 3 attempts of
+# a 1 s connect and 3 s read at worst) fit in it, and the handler ends model calls ``functions/autosave``'s reserve
+# before the timeout. A save the function were stopped in leaves nothing held (a part at worst, an orphan the next
+# writes sweep), but its records wait for the batch's retry. An invocation
 # given less time than the function's 300 s (a local emulation's context) keeps a fifth of what it started with.
 SAVE_RESERVE_S = 60.0
 SAVE_RESERVE_SHARE = 0.2

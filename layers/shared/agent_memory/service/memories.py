@@ -350,46 +350,54 @@ class MemoryService:
         records: list[MemoryRecord],
         sources: dict[str, list[tuple[str, str]]] | None = None,
     ) -> int:
-        """Store each record exactly once, whatever fault an earlier attempt met: claim, store (the store skips
-        ids it holds), commit. Claims are given back only for records known not to have landed. The quota and
-        the retrieval context are decided in the store's write, off the one read of the memory it is made over
-        (one manifest read per save in S3)."""
+        """Store each record exactly once, whatever fault an earlier attempt met: the store writes only records
+        whose (deterministic) ids its view does not hold. Which records are new, which events are forgotten,
+        the quota, the facts and the retrieval context are all decided in the store's write, off the one read of
+        the memory it is made over (one manifest read per save in S3); nothing is written but the memory."""
         if not records:
             return 0
-        keys = {claim_key(r): r for r in records}
-        claimed = self._claims.claim(app_name, user_id, list(keys))
-        fresh = [keys[k] for k in keys if k in claimed]
-        if not fresh:
-            return 0
         try:
-            fresh = self._with_facts(fresh)
-            added = self._memories.add(app_name, user_id, fresh, self._preparer(fresh, sources))
+            added = self._memories.add(app_name, user_id, records, self._preparer(app_name, user_id, records, sources))
         except NotStored as failed:
-            try:  # none landed: give the claims back so that a retry stores them at once
-                self._claims.abandon(app_name, user_id, list(claimed))
-            except Exception as exc:
-                logger.warning("claims of a failed memory save are left to go stale", extra={"error": repr(exc)})
             raise failed.cause from None
-        except Exception:
-            self._settle_failed_store(app_name, user_id, {k: keys[k] for k in claimed})
-            raise
-        self._claims.commit(app_name, user_id, list(claimed))
         return len(added)
 
     def _preparer(
-        self, fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]] | None
+        self,
+        app_name: str,
+        user_id: str,
+        records: list[MemoryRecord],
+        sources: dict[str, list[tuple[str, str]]] | None,
     ) -> Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]:
-        """The last step of storing ``fresh``, run by the store off the view its write is made over: the quota
-        check, and each record's context from the turns whose memory is ``held`` (or stored now)."""
+        """The last step of storing ``records``, run by the store off the view its write is made over (again
+        when a race makes it redo the write): the records the view does not hold and whose event is not
+        forgotten, checked against the quota, with their facts and their context from the turns whose memory is
+        ``held`` (or stored now).
+
+        Forgotten events are read here, after the view: a forget marks an event before its merge drops the
+        record, so a mark this read misses belongs to a forget whose merge comes after the view, and the write,
+        conditional on that view, loses to it and is redone (docs/design.md, "Forgotten events")."""
         with_context = bool(sources and any(sources.values()))
+        with_facts: dict[str, MemoryRecord] = {}  # by id: extracted once per save, whatever the redone writes
 
         def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
+            new = [r for r in records if r.id not in held]
+            events = {claim_key(r): r.id for r in new if r.event_id is not None and r.session_id is not None}
+            if events:
+                gone = {events[k] for k in self._claims.forgotten(app_name, user_id, list(events))}
+                new = [r for r in new if r.id not in gone]
+            if not new:
+                return []
             if self._quotas.memories_per_user:
                 # Concurrent saves of one user may pass the limit by a batch each (at most MAX_BATCH records);
                 # memory is not the hot path sessions are. Records held already (a resend) are not new. Raised
-                # here, nothing is stored and the claims are given back.
-                self._quotas.check_memories(len(held), len({r.id for r in fresh} - held.keys()))
-            return self._context_of_stored_turns(held, fresh, sources or {}) if with_context else fresh
+                # here, nothing is stored.
+                self._quotas.check_memories(len(held), len({r.id for r in new}))
+            missing = [r for r in new if r.id not in with_facts]
+            if missing:
+                with_facts.update((r.id, r) for r in self._with_facts(missing))
+            new = [with_facts[r.id] for r in new]
+            return self._context_of_stored_turns(held, new, sources or {}) if with_context else new
 
         return prepare
 
@@ -407,17 +415,6 @@ class MemoryService:
             return records
         found = {r.id: facts for r, facts in zip(spoken, extracted, strict=True)}
         return [MemoryRecord(**{**r.to_json(), "facts": found.get(r.id, [])}) for r in records]
-
-    def _settle_failed_store(self, app_name: str, user_id: str, claimed: dict[str, MemoryRecord]) -> None:
-        """After a failed store: commit the claims of records that landed anyway (a lost answer), give back the
-        others so that a retry stores them at once. When the memory cannot be read either, keep every claim:
-        they go stale, and the store skips what it holds when they are claimed again."""
-        try:
-            held = self._memories.view(app_name, user_id).records
-            self._claims.commit(app_name, user_id, [k for k, r in claimed.items() if r.id in held])
-            self._claims.abandon(app_name, user_id, [k for k, r in claimed.items() if r.id not in held])
-        except Exception as exc:
-            logger.warning("claims of a failed memory save are left to go stale", extra={"error": repr(exc)})
 
     # --- search and forget ----------------------------------------------------------------------------------
 
@@ -474,12 +471,12 @@ class MemoryService:
         validate_identifier(memory_id, "memory_id")
         record = self._memories.view(app_name, user_id).records.get(memory_id)
         if record is not None and record.event_id is not None:
-            # Before the record goes: a save whose commit was lost left its claim uncommitted, and a stale
-            # claim would let auto-save store the forgotten event again.
+            # Marked before the record goes: a save that reads the memory without it reads the mark after, and
+            # never stores the event again (docs/design.md, "Forgotten events").
             self._claims.commit(app_name, user_id, [claim_key(record)])
         # Always, even when the record is gone: a retry finishes the deletions an earlier attempt left pending.
         self._memories.forget(app_name, user_id, [memory_id])
-        if memory_id.startswith("t-"):  # a direct text's claim is named by its id: the user may add it again
+        if memory_id.startswith("t-"):  # an earlier version's claim of a direct text: the user may add it again
             self._claims.release(app_name, user_id, [TEXT_PREFIX + memory_id[2:]])
 
     def forget_events(self, key: SessionKey, event_ids: list[str]) -> None:
@@ -505,6 +502,12 @@ class MemoryService:
     def forget_all(self, app_name: str, user_id: str) -> None:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
-        self._claims.commit_events(app_name, user_id)  # no forgotten event comes back through a stale claim
-        self._memories.forget_all(app_name, user_id)
+        self._claims.commit_events(app_name, user_id)  # an earlier version's uncommitted claims: forgotten too
+
+        def mark(held: Mapping[str, MemoryRecord]) -> None:
+            # Every event memory the forget-all removes is marked first, off the view it replaces (again when a
+            # save lands meanwhile), so that no save brings one back: saves write no claims of their own.
+            self._claims.commit(app_name, user_id, [claim_key(r) for r in held.values() if r.event_id is not None])
+
+        self._memories.forget_all(app_name, user_id, mark)
         self._claims.release_texts(app_name, user_id)

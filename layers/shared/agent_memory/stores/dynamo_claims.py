@@ -1,36 +1,28 @@
-"""The idempotency record of long-term memory: which events (and which direct texts) a user's memory holds.
+"""Forgotten events: the events of a user whose memories must never be stored again (``ClaimStore``).
 
-Auto-save and explicit saves share it: a save first claims its candidates with conditional writes, stores
-only what it claimed, then commits the claims. Whichever save runs first stores an event; the other stores
-nothing for it. A claim that was never committed (its save died between claim and commit) goes stale after
-``STALE_AFTER_S`` and can be claimed again. Event claims outlive a forget, so that a forgotten memory never
-comes back through auto-save; the claim of a directly added text is released when it is forgotten, so the
-user can add it again.
+A forget (one memory, a deleted event, forget-all) marks each event with a committed claim before its records
+go, so that auto-save (which may be handed an event after its deletion) and explicit saves never store it
+again. A save writes nothing here: it reads the marks of the events it is about to store (one BatchGetItem per
+100, strongly consistent) inside the memory store's write, off the view the write is made over
+(``MemoryService._preparer``), and drops the marked ones; the store itself writes only records whose
+deterministic ids its view does not hold, so a retry or a racing save never stores a record twice.
 
-Faults: a claim whose answer was lost is recognised as this save's by the ``owner`` token it carries; a claim
-call that fails gives back what it claimed; a save whose store failed gives back (``abandon``) only the claims
-of records that did not land, and a commit never undoes a claim. A claim left uncommitted by a fault goes stale;
-the memory store skips records it already holds, so a later save of them stores nothing twice.
+Earlier versions claimed every candidate of every save here (a conditional PutItem, then a commit): their
+committed claims read as marks (an event stored then, or forgotten: skipped either way), their uncommitted
+ones (a save that died) as no mark. The claim of a directly added text is no longer written; ``release`` and
+``release_texts`` delete the old ones when their text is forgotten.
 
-DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``committed``, ``claimed_at``, ``owner``.
+DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``committed`` and ``claimed_at`` (the time of the mark).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
-import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .dynamo import batch_write
-from .ports import EVENT_PREFIX, STALE_AFTER_S, TEXT_PREFIX
-
-logger = logging.getLogger(__name__)
-# A claim is free when nobody holds it, or when its save died before committing it long enough ago.
-_FREE = "attribute_not_exists(PK) OR (committed = :f AND claimed_at < :stale)"
+from .dynamo import _Budget, batch_write
+from .ports import EVENT_PREFIX, TEXT_PREFIX
 
 
 class DynamoClaimStore:
@@ -43,48 +35,29 @@ class DynamoClaimStore:
     def _pk(app_name: str, user_id: str) -> dict[str, str]:
         return {"S": f"M#{app_name}#{user_id}"}
 
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
-        # One conditional PutItem per key, a few at a time: half the write units of a transaction, and one
-        # key already held does not cancel the others.
+    def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         unique = list(dict.fromkeys(keys))
-        owner = uuid.uuid4().hex
-        if len(unique) <= 1:
-            return {k for k in unique if self._claim_one(app_name, user_id, k, owner)}
-        with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
-            futures = [pool.submit(self._claim_one, app_name, user_id, k, owner) for k in unique]
-        won = {k for k, f in zip(unique, futures, strict=True) if f.exception() is None and f.result()}
-        failure = next((f.exception() for f in futures if f.exception() is not None), None)
-        if failure is not None:
-            # Nothing is stored for them yet: give them back, or a retry would find them held for minutes.
-            try:
-                self.abandon(app_name, user_id, sorted(won))
-            except Exception as exc:
-                logger.warning("could not give back the claims of a failed claim call", extra={"error": repr(exc)})
-            raise failure
-        return won
-
-    def _claim_one(self, app_name: str, user_id: str, key: str, owner: str) -> bool:
-        now = self._clock()
-        try:
-            self._db.put_item(
-                TableName=self._table,
-                Item={
-                    "PK": self._pk(app_name, user_id),
-                    "SK": {"S": f"C#{key}"},
-                    "committed": {"BOOL": False},
-                    "claimed_at": {"N": repr(now)},
-                    "owner": {"S": owner},
-                },
-                ConditionExpression=_FREE,
-                ExpressionAttributeValues={":f": {"BOOL": False}, ":stale": {"N": repr(now - STALE_AFTER_S)}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except self._db.exceptions.ConditionalCheckFailedException as exc:
-            # Held: by another save, or by this one when an applied PutItem lost its answer and botocore's
-            # retry met the condition the first attempt made true.
-            held = exc.response.get("Item") or {}
-            return bool(held.get("owner", {}).get("S") == owner and not held.get("committed", {}).get("BOOL"))
-        return True
+        marked: set[str] = set()
+        budget = _Budget()  # throttles and unprocessed keys retried within the write budget, then 503
+        pk = self._pk(app_name, user_id)
+        for start in range(0, len(unique), 100):
+            pending: dict[str, Any] = {
+                self._table: {
+                    "Keys": [{"PK": pk, "SK": {"S": f"C#{k}"}} for k in unique[start : start + 100]],
+                    "ProjectionExpression": "SK, #c",
+                    "ExpressionAttributeNames": {"#c": "committed"},
+                    "ConsistentRead": True,
+                }
+            }
+            while pending:
+                response = budget.call(self._db.batch_get_item, RequestItems=pending)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    if item.get("committed", {}).get("BOOL"):
+                        marked.add(item["SK"]["S"][2:])
+                pending = response.get("UnprocessedKeys") or {}
+                if pending:
+                    budget.after_fault("unprocessed keys")
+        return marked
 
     def _batch(self, requests: list[dict[str, Any]]) -> None:
         batch_write(self._db, self._table, requests)
@@ -114,24 +87,6 @@ class DynamoClaimStore:
                 for key in dict.fromkeys(keys)
             ]
         )
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        unique = list(dict.fromkeys(keys))
-        if not unique:
-            return
-        with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
-            for future in [pool.submit(self._abandon_one, app_name, user_id, k) for k in unique]:
-                future.result()
-
-    def _abandon_one(self, app_name: str, user_id: str, key: str) -> None:
-        # A claim committed since (a forget marked it) or gone already: nothing to give back.
-        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
-            self._db.delete_item(
-                TableName=self._table,
-                Key={"PK": self._pk(app_name, user_id), "SK": {"S": f"C#{key}"}},
-                ConditionExpression="committed = :f",
-                ExpressionAttributeValues={":f": {"BOOL": False}},
-            )
 
     def _claim_keys(self, app_name: str, user_id: str, prefix: str, uncommitted_only: bool) -> list[str]:
         params: dict[str, Any] = {

@@ -16,10 +16,10 @@ from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
-    STALE_AFTER_S,
     TEXT_PREFIX,
     AppCursor,
     AppendResult,
+    Before,
     BlobMissing,
     Change,
     DeleteResult,
@@ -461,27 +461,24 @@ class InMemoryMemoryStore:
                 for p in parts
             ]
 
-    def forget_all(self, app_name: str, user_id: str) -> None:
+    def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:
         with self._lock:
+            if before is not None:
+                before({k: v for p in self._parts.get((app_name, user_id), []) for k, v in p.records.items()})
             self._parts.pop((app_name, user_id), None)
 
 
 class InMemoryClaimStore:
+    """``ClaimStore`` in a dict: (app, user, key) -> (committed, time); see ``stores/dynamo_claims.py``."""
+
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._claims: dict[tuple[str, str, str], tuple[bool, float]] = {}
         self._clock = clock
 
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+    def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         with self._lock:
-            now = self._clock()
-            claimed = set()
-            for key in dict.fromkeys(keys):
-                held = self._claims.get((app_name, user_id, key))
-                if held is None or (not held[0] and held[1] < now - STALE_AFTER_S):
-                    self._claims[(app_name, user_id, key)] = (False, now)
-                    claimed.add(key)
-            return claimed
+            return {k for k in keys if self._claims.get((app_name, user_id, k), (False, 0.0))[0]}
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         with self._lock:
@@ -492,13 +489,6 @@ class InMemoryClaimStore:
         with self._lock:
             for key in keys:
                 self._claims.pop((app_name, user_id, key), None)
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._lock:
-            for key in keys:
-                held = self._claims.get((app_name, user_id, key))
-                if held is not None and not held[0]:
-                    del self._claims[(app_name, user_id, key)]
 
     def commit_events(self, app_name: str, user_id: str) -> None:
         with self._lock:

@@ -446,6 +446,8 @@ class NotStored(Exception):
 # it checks the quota and builds the records' retrieval context from the turns whose memories are held, off
 # the same read of the memory the write is made over.
 Prepare = Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]
+# Called by a forget-all with the records it is about to forget (``MemoryStore.forget_all``).
+Before = Callable[[Mapping[str, MemoryRecord]], None]
 
 
 class MemoryStore(Protocol):
@@ -466,40 +468,44 @@ class MemoryStore(Protocol):
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
 
-    def forget_all(self, app_name: str, user_id: str) -> None: ...
+    def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:
+        """Forget every record of the user. ``before``, when given, is called with the records the forget-all
+        replaces as it is written (again if a racing save makes it redo the write): what it raises fails the
+        forget-all with nothing forgotten."""
+        ...
 
 
 # Claim keys: an event saved to memory (``E#…``) and a text added directly (``T#…``).
 TEXT_PREFIX = "T#"
 EVENT_PREFIX = "E#"
-# A claim never committed (its save died between claim and commit) can be taken again after this long.
-STALE_AFTER_S = 300
 
 
 class ClaimStore(Protocol):
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
-        """Claim ``keys``; return those this call claimed (the others are held by earlier saves)."""
+    """The events whose memories must never be stored again (docs/design.md, "Forgotten events"): a committed
+    claim ``E#{session}#{event id}`` per event forgotten (or deleted). A save writes nothing here: the memory
+    store already writes only records whose deterministic ids its view does not hold, and a save drops the
+    events marked here inside that write (``MemoryStore.add``'s ``prepare``). Claims written by earlier
+    versions, which claimed every saved event, read the same way: committed = marked, uncommitted = not."""
+
+    def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that are marked (a strongly consistent read: a mark written before the call is seen)."""
         ...
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Mark claims committed: their records are stored (or were, and are forgotten)."""
+        """Mark ``keys``: their events' memories are forgotten, and no save stores them again."""
         ...
 
     def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Give claims back whatever their state (a forgotten direct text)."""
-        ...
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Give back claims a failed save holds for records that did not land; a committed claim stays."""
+        """Delete the claims of ``keys`` whatever their state (a forgotten direct text: an old version's claim)."""
         ...
 
     def commit_events(self, app_name: str, user_id: str) -> None:
-        """Mark every uncommitted event claim of the user committed (forget-all: whatever a save in flight or a
-        failed commit left is forgotten too, and auto-save never brings it back)."""
+        """Mark every uncommitted event claim of the user (forget-all: claims an earlier version's save left
+        uncommitted are forgotten too)."""
         ...
 
     def release_texts(self, app_name: str, user_id: str) -> None:
-        """Release every direct-text claim of the user (forget all); event claims stay."""
+        """Delete every direct-text claim of the user (forget all; written by earlier versions); event claims stay."""
         ...
 
 

@@ -59,7 +59,7 @@ from typing import Any
 from .. import aws
 from ..errors import ServiceUnavailable
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
-from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
 
 __all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_prefix"]
 
@@ -699,16 +699,20 @@ class S3MemoryStore:
         self._forget_view(prefix)
         self._settle(prefix, manifest, forgotten=ids, required=True)
 
-    def forget_all(self, app_name: str, user_id: str) -> None:
+    def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:
         """Forget everything of the user: an empty manifest of a new epoch first (so that a racing save lands
         either before, and is deleted, or after, and starts afresh), then every version of every other object
         under the prefix. Raises ``ServiceUnavailable`` while S3 keeps failing; the tombstone's ``purge`` flag
-        makes the retry or the next write finish the deletions."""
+        makes the retry or the next write finish the deletions. ``before`` gets the view the tombstone replaces."""
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
         while True:
-            current = self._read_manifest(prefix)
+            if before is None:
+                current = self._read_manifest(prefix)
+            else:
+                current, view, _ = self._state(prefix)
+                before(view.records)
             tombstone = Manifest(epoch=uuid.uuid4().hex[:16], purge=True)
             if self._write_manifest(prefix, tombstone, current) is not None:
                 break

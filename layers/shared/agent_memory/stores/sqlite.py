@@ -12,7 +12,7 @@ Tables (schema version in ``PRAGMA user_version``):
 - ``events``         one row per event: ``seq``, ``ts``, the id and the body as JSON text, of any size, inline (no
   blob store: SQLite keeps large values in overflow pages); unique by (session, id) and by (session, seq)
 - ``outbox``         the change feed: one row per stored event, written in the transaction that stores the event
-- ``claims``         memory claims (``ClaimStore``)
+- ``claims``         forgotten events of long-term memory (``ClaimStore``: committed rows; older versions' claims)
 - ``deletions``      per session, how many event deletions it committed (``SessionRecord.deletions``)
 - ``deleted_events`` ids of events a deletion removed whose derived data (memories, claims) ``purge_deleted`` has
   not settled yet; the rows themselves go in the deletion's transaction (their outbox rows with them)
@@ -67,7 +67,6 @@ from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from .ports import (
     EVENT_PREFIX,
-    STALE_AFTER_S,
     TEXT_PREFIX,
     AppCursor,
     AppendResult,
@@ -1034,7 +1033,7 @@ class SqliteSessionStore:
         return changes_from_feed(records)
 
 
-# --- memory claims ------------------------------------------------------------------------------------------------
+# --- forgotten events (memory claims) ---------------------------------------------------------------------------------
 
 
 def _prefix_range(prefix: str) -> tuple[str, str]:
@@ -1043,36 +1042,28 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 
 
 class SqliteClaimStore:
-    """``ClaimStore`` on a ``SqliteDatabase``: one row per claim (see ``stores/dynamo_claims.py`` for the semantics)."""
+    """``ClaimStore`` on a ``SqliteDatabase``: one row per key (see ``stores/dynamo_claims.py`` for the semantics)."""
 
     def __init__(self, db: SqliteDatabase, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
 
-    def claim(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
+    def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         unique = list(dict.fromkeys(keys))
-        if not unique:
-            return set()
-        with self._db.write() as conn:
-            now = self._clock()
-            held: dict[str, tuple[int, float]] = {}
+        marked: set[str] = set()
+        with self._db.read() as conn:
             for start in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[start : start + _IN_CHUNK]
                 marks = ",".join("?" * len(chunk))
-                for key, committed, claimed_at in conn.execute(
-                    f"SELECT key, committed, claimed_at FROM claims WHERE app_name = ? AND user_id = ? "
-                    f"AND key IN ({marks})",
-                    [app_name, user_id, *chunk],
-                ):
-                    held[key] = (committed, claimed_at)
-            # Free: nobody holds it, or its save died before committing it long enough ago.
-            won = [k for k in unique if k not in held or (not held[k][0] and held[k][1] < now - STALE_AFTER_S)]
-            conn.executemany(
-                "INSERT INTO claims (app_name, user_id, key, committed, claimed_at) VALUES (?, ?, ?, 0, ?) "
-                "ON CONFLICT DO UPDATE SET committed = 0, claimed_at = excluded.claimed_at",
-                [(app_name, user_id, k, now) for k in won],
-            )
-            return set(won)
+                marked.update(
+                    key
+                    for (key,) in conn.execute(
+                        f"SELECT key FROM claims WHERE app_name = ? AND user_id = ? AND committed = 1 "
+                        f"AND key IN ({marks})",
+                        [app_name, user_id, *chunk],
+                    )
+                )
+        return marked
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         with self._db.write() as conn:
@@ -1087,13 +1078,6 @@ class SqliteClaimStore:
         with self._db.write() as conn:
             conn.executemany(
                 "DELETE FROM claims WHERE app_name = ? AND user_id = ? AND key = ?",
-                [(app_name, user_id, k) for k in dict.fromkeys(keys)],
-            )
-
-    def abandon(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._db.write() as conn:
-            conn.executemany(
-                "DELETE FROM claims WHERE app_name = ? AND user_id = ? AND key = ? AND committed = 0",
                 [(app_name, user_id, k) for k in dict.fromkeys(keys)],
             )
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
-from .ports import IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
 
 logger = logging.getLogger(__name__)
 
@@ -383,13 +383,26 @@ class SqliteMemoryStore:
         if written is not None:
             self._remember(written, replacement)
 
-    def forget_all(self, app_name: str, user_id: str) -> None:
-        """Forget every memory of the user; a later save starts afresh. Idempotent."""
+    def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:
+        """Forget every memory of the user; a later save starts afresh. Idempotent. ``before`` gets the view the
+        deletion removes: the deletion is redone over a new view when a save landed after it was read."""
+        deadline = time.monotonic() + self._budget_s
         with _unavailable_on_error("could not forget the memories; retry"):
-            with self._write() as db:
-                db.execute("DELETE FROM memory_ids WHERE app = ? AND user = ?", (app_name, user_id))
-                db.execute("DELETE FROM memory_parts WHERE app = ? AND user = ?", (app_name, user_id))
-                _bump(db, app_name, user_id)
+            while True:
+                if before is not None:
+                    with self._connection() as db:
+                        generation = _generation(db, app_name, user_id)
+                    before(self.view(app_name, user_id).records)
+                with self._write() as db:
+                    raced = before is not None and _generation(db, app_name, user_id) != generation
+                    if not raced:
+                        db.execute("DELETE FROM memory_ids WHERE app = ? AND user = ?", (app_name, user_id))
+                        db.execute("DELETE FROM memory_parts WHERE app = ? AND user = ?", (app_name, user_id))
+                        _bump(db, app_name, user_id)
+                if not raced:
+                    break
+                if time.monotonic() > deadline:  # a save landed after the view was read: read it again
+                    raise ServiceUnavailable("too many concurrent saves on this user's memory; retry", retry_after=1)
             with self._cache_lock:
                 self._views.pop((app_name, user_id), None)
         self._checkpoint()
