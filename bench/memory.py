@@ -18,8 +18,9 @@ moto runs as a server in this process; every search goes through it over HTTP, a
 - ``--baseline DIR``: the first search is also measured with another checkout's layer and search handler (e.g.
   ``git worktree add /tmp/base main``), interleaved with this tree's, against the same records and indexes: a
   before / after comparison under the same machine load (the machine is shared: separate runs drift apart). The
-  baseline reads a copy of the user's memory whose parts are in the format written before ``AMEM2``
-  (``memory_parts.encode_v1_part``: the same records and index bytes), which a tree before it can read.
+  baseline reads a copy of the user's memory whose parts are as that tree writes them (the same records and
+  index arrays): in the format before ``AMEM2`` (``memory_parts.encode_v1_part``) for a tree that reads only
+  that, and without the index's stored term order for a tree that does not store it.
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
 
@@ -219,16 +220,41 @@ def _search_events(app_name: str, user: str, queries: list[str]) -> list[dict[st
     raise LookupError("no POST search route in template.yaml")
 
 
-def _copy_as_v1(s3: Any, source: str, target: str) -> None:
-    """Copy the memory under ``source`` to ``target`` with every part re-encoded in the format written before
-    ``AMEM2`` (same records, same index bytes), for a baseline tree that reads only that format."""
-    from agent_memory.stores.memory_parts import decode_part, encode_v1_part
+def _baseline_format(tree: Path) -> tuple[bool, bool]:
+    """Whether the tree at ``tree`` writes ``AMEM2`` parts, and whether its indexes store their term order."""
+    layer = tree / "layers" / "shared" / "agent_memory"
+    parts = (layer / "stores" / "memory_parts.py").read_text(encoding="utf-8")
+    index = (layer / "search" / "index.py").read_text(encoding="utf-8")
+    return "AMEM2" in parts, "term_order" in index
+
+
+def _without_term_order(index_bytes: bytes) -> bytes:
+    """An index's bytes as a tree before the stored term order wrote them (the same arrays without it)."""
+    import io
+
+    import numpy as np
+
+    with np.load(io.BytesIO(index_bytes), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files if name != "term_order"}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _copy_for_baseline(s3: Any, source: str, target: str, tree: Path) -> None:
+    """Copy the memory under ``source`` to ``target`` with every part re-encoded as the baseline tree at
+    ``tree`` writes them (the same records and index arrays): in the format before ``AMEM2`` for a tree that
+    reads only that, without the index's term order for a tree that does not store it."""
+    from agent_memory.stores.memory_parts import decode_part, encode_part, encode_v1_part
     from agent_memory.stores.s3_memories import MANIFEST
 
+    v2, term_order = _baseline_format(tree)
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=source + MANIFEST)["Body"].read())
     for key in ([manifest["snapshot"]] if manifest.get("snapshot") else []) + manifest["segments"]:
         records, index_bytes = decode_part(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
-        s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=encode_v1_part(records, bytes(index_bytes)))
+        stored = bytes(index_bytes) if term_order else _without_term_order(bytes(index_bytes))
+        body = (encode_part if v2 else encode_v1_part)(records, stored)
+        s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=body)
     manifest = json.loads(json.dumps(manifest).replace(source, target))
     manifest.pop("v", None)  # the copies' versions are not the originals'
     s3.put_object(Bucket=BUCKET, Key=target + MANIFEST, Body=json.dumps(manifest).encode())
@@ -320,7 +346,9 @@ def main() -> None:
             events = _search_events("bench", user, [queries[0], *queries])
             baseline_events = events
             if args.baseline is not None:
-                _copy_as_v1(client("s3"), user_prefix("bench", user), user_prefix("bench", user + "v1"))
+                _copy_for_baseline(
+                    client("s3"), user_prefix("bench", user), user_prefix("bench", user + "v1"), args.baseline
+                )
                 baseline_events = _search_events("bench", user + "v1", [queries[0], *queries])
             samples: dict[str, list[dict[str, float]]] = {"preload": [], "no preload": []}
             if args.baseline is not None:

@@ -71,6 +71,10 @@ logger = logging.getLogger(__name__)
 FORMAT = "agent-memory-search-index/1"
 _MAX_TF = np.iinfo(np.uint16).max
 _CHUNK_ROWS = 4096  # rows of int8 vectors scored at a time
+# A stored index answers this many term lookups from its term order (a binary search and two gathers each: the
+# first searches of a cold function) before it builds the postings of every term from it (gathers, no sort),
+# which a warm function's searches then slice.
+_GATHERED_LOOKUPS = 32
 
 F32 = npt.NDArray[np.float32]
 I8 = npt.NDArray[np.int8]
@@ -275,6 +279,7 @@ class SearchIndex:
         # or computed by ``_inverted``: a term's postings are then read from it without sorting every entry.
         self._order: I32 | None = term_order
         self._term_ptr: I64 | None = None
+        self._gathered = 0  # term lookups answered from ``_order``
         self._norms: dict[tuple[float, float, float], F32] = {}
 
     # ----------------------------------------------------------------------------------------------------------
@@ -855,13 +860,14 @@ class SearchIndex:
     def _postings_of(self, term: int) -> tuple[I32, U16, U16]:
         """The postings of term id ``term``: sliced from the built postings, or gathered from the stored term
         order (a few thousand entries for a query's term, where building the postings sorts every entry)."""
-        if self._postings is None and self._order is None:
-            self._inverted()
+        if self._postings is None and (self._order is None or self._gathered >= _GATHERED_LOOKUPS):
+            self._inverted()  # from the stored order when there is one: gathers, no sort
         if self._postings is not None:
             ptr, post_docs, post_tf_text, post_tf_ctx = self._postings
             start, end = int(ptr[term]), int(ptr[term + 1])
             return post_docs[start:end], post_tf_text[start:end], post_tf_ctx[start:end]
         assert self._order is not None
+        self._gathered += 1
         ptr = self._ptr()
         entries = self._order[int(ptr[term]) : int(ptr[term + 1])]
         docs = (np.searchsorted(self._doc_ptr, entries, side="right") - 1).astype(np.int32)
