@@ -407,7 +407,7 @@ class SearchIndex:
 
     def _term_map(self) -> dict[str, int]:
         if self._term_ids is None:
-            self._term_ids = {term: i for i, term in enumerate(self._vocab)}
+            self._term_ids = dict(zip(self._vocab, range(len(self._vocab)), strict=True))  # in C
         return self._term_ids
 
     # ----------------------------------------------------------------------------------------------------------
