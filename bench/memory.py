@@ -23,6 +23,10 @@ moto runs as a server in this process; every search goes through it over HTTP, a
   that, and without the index's stored term order for a tree that does not store it.
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
+- **CPU time** (with ``--baseline``): every thread's CPU time in the fresh process (``time.process_time``: the
+  model's preload thread included; moto's is this process's), from the interpreter's first line to the first
+  search's answer, and per warm search (median), for this tree and the baseline; and the boto3 floor's. On a
+  shared machine it moves far less than wall time, which a neighbour's load stretches.
 
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
@@ -132,6 +136,7 @@ CHILD = r"""
 import json, resource, sys, time
 events = json.loads(sys.stdin.read())
 started = time.perf_counter()
+cpu_started = time.process_time()  # every thread's CPU (the model's preload included); moto runs in the parent
 import importlib.util
 sys.path.insert(0, {layer!r})
 if {no_preload!r}:
@@ -169,23 +174,30 @@ def peak_rss_mb():
 
 hits = search(events[0])
 first = time.perf_counter()
+first_cpu = time.process_time()
 warm = []
+warm_cpu = []
 for event in events[1:]:
     t = time.perf_counter()
+    c = time.process_time()
     search(event)
     warm.append(time.perf_counter() - t)
+    warm_cpu.append(time.process_time() - c)
 warm.sort()
+warm_cpu.sort()
 print(json.dumps({{"import": imported - started, "first": first - started, "hits": hits,
-    "warm": warm[len(warm) // 2], "rss_mb": peak_rss_mb()}}))
+    "warm": warm[len(warm) // 2], "rss_mb": peak_rss_mb(), "first_cpu": first_cpu - cpu_started,
+    "warm_cpu": warm_cpu[len(warm_cpu) // 2]}}))
 """
 
 FLOOR = r"""
 import json, time
 started = time.perf_counter()
+cpu_started = time.process_time()
 import boto3
 s3 = boto3.client("s3")
 s3.get_object(Bucket={bucket!r}, Key={key!r})["Body"].read()
-print(json.dumps({{"first": time.perf_counter() - started}}))
+print(json.dumps({{"first": time.perf_counter() - started, "first_cpu": time.process_time() - cpu_started}}))
 """
 
 
@@ -307,7 +319,9 @@ def main() -> None:
     rows: list[str] = []
     fresh_rows: list[str] = []
     baseline_rows: list[str] = []
+    cpu_rows: list[str] = []
     floors: list[float] = []
+    floor_cpus: list[float] = []
     try:
         for size in args.sizes:
             user = f"u{size}"
@@ -365,7 +379,9 @@ def main() -> None:
                         _fresh(code, baseline_events if variant == "baseline" else events, child_env)
                     )
                 floor_code = FLOOR.format(bucket=BUCKET, key=user_prefix("bench", user) + MANIFEST)
-                floors.append(_fresh(floor_code, [], child_env)["first"])
+                floor_sample = _fresh(floor_code, [], child_env)
+                floors.append(floor_sample["first"])
+                floor_cpus.append(floor_sample["first_cpu"])
             med = {
                 variant: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
                 for variant, runs in samples.items()
@@ -385,6 +401,11 @@ def main() -> None:
                     f"| {size:,} | {on['first'] * 1000:.0f} | {adds * 1000:.0f} | {on['warm'] * 1000:.1f} | "
                     f"{base['first'] * 1000:.0f} | {base_adds * 1000:.0f} | {base['warm'] * 1000:.1f} | "
                     f"{adds / base_adds:.2f} |"
+                )
+                cpu_rows.append(
+                    f"| {size:,} | {on['first_cpu'] * 1000:.0f} | {base['first_cpu'] * 1000:.0f} | "
+                    f"{on['first_cpu'] / base['first_cpu']:.2f} | {on['warm_cpu'] * 1000:.1f} | "
+                    f"{base['warm_cpu'] * 1000:.1f} |"
                 )
 
         save_rate = 0.0
@@ -422,6 +443,13 @@ def main() -> None:
         )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print("\n".join(baseline_rows))
+        print(
+            f"\nCPU time (every thread of the fresh process, medians; moto's is the parent's): the first search from "
+            f"the interpreter's start, and one warm search; boto3 floor {statistics.median(floor_cpus) * 1000:.0f} ms\n"
+        )
+        print("| records | first search CPU ms | baseline | now / baseline | warm search CPU ms | baseline |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(cpu_rows))
     if cache is not None:
         print(f"\nseed embeddings: {cache.hits} from the cache, {cache.misses} embedded ({cache.path.name})")
     if args.save_batches:
