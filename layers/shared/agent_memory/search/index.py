@@ -74,7 +74,7 @@ _CHUNK_ROWS = 4096  # rows of int8 vectors scored at a time
 # A stored index answers this many term lookups from its term order (a binary search and two gathers each: the
 # first searches of a cold function) before it builds the postings of every term from it (gathers, no sort),
 # which a warm function's searches then slice.
-_GATHERED_LOOKUPS = 32
+_GATHERED_LOOKUPS = 8
 
 F32 = npt.NDArray[np.float32]
 I8 = npt.NDArray[np.int8]
