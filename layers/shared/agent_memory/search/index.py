@@ -4,8 +4,10 @@ One ``SearchIndex`` is immutable. It holds, per document (a saved memory): its t
 (the memory's own text, and its context: the turns just before it and the session date), and optionally one
 int8-quantised embedding with a per-row scale. The canonical form is doc-major (CSR: ``doc_ptr`` into ``terms``,
 ``tf_text``, ``tf_ctx``), which makes ``without`` and ``combine`` array slicing and concatenation, with no
-re-tokenising; the inverted index (term-major postings, document frequencies) is derived from it on the first
-search with a linear-time radix sort, and cached.
+re-tokenising; the inverted index (term-major postings, document frequencies) is derived from it: from the
+entries' term order stored with the index (``term_order``), or, for an index stored without it, with a
+linear-time radix sort on the first search, and cached. ``combine`` of parts that share no id searches them in
+place (``_PartedIndex``), with the same rankings and scores as the one index of them.
 
 Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
 
