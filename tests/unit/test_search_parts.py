@@ -202,3 +202,20 @@ def test_parts_without_vectors_are_searched_in_place_and_a_mix_is_combined() -> 
     embedder = HashEmbedder()
     mixed = SearchIndex.combine([SearchIndex.build(docs[:30], embedder), SearchIndex.build(docs[30:])])
     assert not isinstance(mixed, _PartedIndex) and mixed.missing_vectors() == [d.id for d in docs[30:]]
+
+
+def test_a_merged_term_order_is_the_sorted_one_whichever_part_lends_its_vocabulary() -> None:
+    # the last part has the largest vocabulary: the merged index numbers its terms first
+    small = [Doc(f"s{i}", f"Caroline: cat dog {i}") for i in range(5)]
+    large = _docs(100, 60, 8)
+    parts = [SearchIndex.build(small), SearchIndex.build(large[:30]), SearchIndex.build(large[30:])]
+    combined = SearchIndex.combine(parts)
+    assert isinstance(combined, _PartedIndex)
+    whole = combined._full()
+    lender = max(parts, key=lambda part: len(part._vocab))
+    assert lender is not parts[0] and whole._vocab[: len(lender._vocab)] == lender._vocab
+    assert whole._order is not None
+    assert np.array_equal(whole._order, index_module._stable_argsort(whole._terms, len(whole._vocab)))
+    reference = SearchIndex.build(small + large)
+    for query in [*QUERIES, "cat 3"]:
+        assert _stored(combined).search(query, 5, min_score=None) == reference.search(query, 5, min_score=None)
