@@ -18,10 +18,15 @@ moto runs as a server in this process; every search goes through it over HTTP, a
 - ``--baseline DIR``: the first search is also measured with another checkout's layer and search handler (e.g.
   ``git worktree add /tmp/base main``), interleaved with this tree's, against the same records and indexes: a
   before / after comparison under the same machine load (the machine is shared: separate runs drift apart). The
-  baseline reads a copy of the user's memory whose parts are in the format written before ``AMEM2``
-  (``memory_parts.encode_v1_part``: the same records and index bytes), which a tree before it can read.
+  baseline reads a copy of the user's memory whose parts are as that tree writes them (the same records and
+  index arrays): in the format before ``AMEM2`` (``memory_parts.encode_v1_part``) for a tree that reads only
+  that, and without the index's stored term order for a tree that does not store it.
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
+- **CPU time** (with ``--baseline``): every thread's CPU time in the fresh process (``time.process_time``: the
+  model's preload thread included; moto's is this process's), from the interpreter's first line to the first
+  search's answer, and per warm search (median), for this tree and the baseline; and the boto3 floor's. On a
+  shared machine it moves far less than wall time, which a neighbour's load stretches.
 
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
@@ -131,6 +136,7 @@ CHILD = r"""
 import json, resource, sys, time
 events = json.loads(sys.stdin.read())
 started = time.perf_counter()
+cpu_started = time.process_time()  # every thread's CPU (the model's preload included); moto runs in the parent
 import importlib.util
 sys.path.insert(0, {layer!r})
 if {no_preload!r}:
@@ -168,23 +174,30 @@ def peak_rss_mb():
 
 hits = search(events[0])
 first = time.perf_counter()
+first_cpu = time.process_time()
 warm = []
+warm_cpu = []
 for event in events[1:]:
     t = time.perf_counter()
+    c = time.process_time()
     search(event)
     warm.append(time.perf_counter() - t)
+    warm_cpu.append(time.process_time() - c)
 warm.sort()
+warm_cpu.sort()
 print(json.dumps({{"import": imported - started, "first": first - started, "hits": hits,
-    "warm": warm[len(warm) // 2], "rss_mb": peak_rss_mb()}}))
+    "warm": warm[len(warm) // 2], "rss_mb": peak_rss_mb(), "first_cpu": first_cpu - cpu_started,
+    "warm_cpu": warm_cpu[len(warm_cpu) // 2]}}))
 """
 
 FLOOR = r"""
 import json, time
 started = time.perf_counter()
+cpu_started = time.process_time()
 import boto3
 s3 = boto3.client("s3")
 s3.get_object(Bucket={bucket!r}, Key={key!r})["Body"].read()
-print(json.dumps({{"first": time.perf_counter() - started}}))
+print(json.dumps({{"first": time.perf_counter() - started, "first_cpu": time.process_time() - cpu_started}}))
 """
 
 
@@ -219,16 +232,41 @@ def _search_events(app_name: str, user: str, queries: list[str]) -> list[dict[st
     raise LookupError("no POST search route in template.yaml")
 
 
-def _copy_as_v1(s3: Any, source: str, target: str) -> None:
-    """Copy the memory under ``source`` to ``target`` with every part re-encoded in the format written before
-    ``AMEM2`` (same records, same index bytes), for a baseline tree that reads only that format."""
-    from agent_memory.stores.memory_parts import decode_part, encode_v1_part
+def _baseline_format(tree: Path) -> tuple[bool, bool]:
+    """Whether the tree at ``tree`` writes ``AMEM2`` parts, and whether its indexes store their term order."""
+    layer = tree / "layers" / "shared" / "agent_memory"
+    parts = (layer / "stores" / "memory_parts.py").read_text(encoding="utf-8")
+    index = (layer / "search" / "index.py").read_text(encoding="utf-8")
+    return "AMEM2" in parts, "term_order" in index
+
+
+def _without_term_order(index_bytes: bytes) -> bytes:
+    """An index's bytes as a tree before the stored term order wrote them (the same arrays without it)."""
+    import io
+
+    import numpy as np
+
+    with np.load(io.BytesIO(index_bytes), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files if name != "term_order"}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _copy_for_baseline(s3: Any, source: str, target: str, tree: Path) -> None:
+    """Copy the memory under ``source`` to ``target`` with every part re-encoded as the baseline tree at
+    ``tree`` writes them (the same records and index arrays): in the format before ``AMEM2`` for a tree that
+    reads only that, without the index's term order for a tree that does not store it."""
+    from agent_memory.stores.memory_parts import decode_part, encode_part, encode_v1_part
     from agent_memory.stores.s3_memories import MANIFEST
 
+    v2, term_order = _baseline_format(tree)
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=source + MANIFEST)["Body"].read())
     for key in ([manifest["snapshot"]] if manifest.get("snapshot") else []) + manifest["segments"]:
         records, index_bytes = decode_part(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
-        s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=encode_v1_part(records, bytes(index_bytes)))
+        stored = bytes(index_bytes) if term_order else _without_term_order(bytes(index_bytes))
+        body = (encode_part if v2 else encode_v1_part)(records, stored)
+        s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=body)
     manifest = json.loads(json.dumps(manifest).replace(source, target))
     manifest.pop("v", None)  # the copies' versions are not the originals'
     s3.put_object(Bucket=BUCKET, Key=target + MANIFEST, Body=json.dumps(manifest).encode())
@@ -281,7 +319,9 @@ def main() -> None:
     rows: list[str] = []
     fresh_rows: list[str] = []
     baseline_rows: list[str] = []
+    cpu_rows: list[str] = []
     floors: list[float] = []
+    floor_cpus: list[float] = []
     try:
         for size in args.sizes:
             user = f"u{size}"
@@ -320,7 +360,9 @@ def main() -> None:
             events = _search_events("bench", user, [queries[0], *queries])
             baseline_events = events
             if args.baseline is not None:
-                _copy_as_v1(client("s3"), user_prefix("bench", user), user_prefix("bench", user + "v1"))
+                _copy_for_baseline(
+                    client("s3"), user_prefix("bench", user), user_prefix("bench", user + "v1"), args.baseline
+                )
                 baseline_events = _search_events("bench", user + "v1", [queries[0], *queries])
             samples: dict[str, list[dict[str, float]]] = {"preload": [], "no preload": []}
             if args.baseline is not None:
@@ -337,7 +379,9 @@ def main() -> None:
                         _fresh(code, baseline_events if variant == "baseline" else events, child_env)
                     )
                 floor_code = FLOOR.format(bucket=BUCKET, key=user_prefix("bench", user) + MANIFEST)
-                floors.append(_fresh(floor_code, [], child_env)["first"])
+                floor_sample = _fresh(floor_code, [], child_env)
+                floors.append(floor_sample["first"])
+                floor_cpus.append(floor_sample["first_cpu"])
             med = {
                 variant: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
                 for variant, runs in samples.items()
@@ -357,6 +401,11 @@ def main() -> None:
                     f"| {size:,} | {on['first'] * 1000:.0f} | {adds * 1000:.0f} | {on['warm'] * 1000:.1f} | "
                     f"{base['first'] * 1000:.0f} | {base_adds * 1000:.0f} | {base['warm'] * 1000:.1f} | "
                     f"{adds / base_adds:.2f} |"
+                )
+                cpu_rows.append(
+                    f"| {size:,} | {on['first_cpu'] * 1000:.0f} | {base['first_cpu'] * 1000:.0f} | "
+                    f"{on['first_cpu'] / base['first_cpu']:.2f} | {on['warm_cpu'] * 1000:.1f} | "
+                    f"{base['warm_cpu'] * 1000:.1f} |"
                 )
 
         save_rate = 0.0
@@ -394,6 +443,13 @@ def main() -> None:
         )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print("\n".join(baseline_rows))
+        print(
+            f"\nCPU time (every thread of the fresh process, medians; moto's is the parent's): the first search from "
+            f"the interpreter's start, and one warm search; boto3 floor {statistics.median(floor_cpus) * 1000:.0f} ms\n"
+        )
+        print("| records | first search CPU ms | baseline | now / baseline | warm search CPU ms | baseline |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(cpu_rows))
     if cache is not None:
         print(f"\nseed embeddings: {cache.hits} from the cache, {cache.misses} embedded ({cache.path.name})")
     if args.save_batches:

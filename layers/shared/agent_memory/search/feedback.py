@@ -47,7 +47,7 @@ def expansion_terms(index: SearchIndex, query: str, seeds: I64, weights: F32, co
         return {}
     vocab = index._vocab
     term_map = index._term_map()
-    post_ptr = index._inverted()[0]
+    post_ptr = index._ptr()
     n = len(index)
     query_terms = {t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None}
     total = float(weights.sum())
@@ -90,7 +90,7 @@ def feedback_ranking(
     ranking's peak); unchanged when feedback is off or finds no term. With ``positive_only`` (lexical-only
     search) a memory still needs a query word: feedback reorders the memories that have one."""
     lexical_on = bool(config.feedback_weight and config.feedback_terms)
-    dense_on = bool(config.feedback_dense and index._vectors is not None and not positive_only)
+    dense_on = bool(config.feedback_dense and index.model is not None and not positive_only)
     if not (config.feedback_docs and (lexical_on or dense_on)) or not len(index):
         return ranking
     seeds = index._top_positions(ranking, config.feedback_docs, exclude, positive_only=positive_only)
@@ -143,8 +143,10 @@ def diversify(index: SearchIndex, ranking: F32, candidates: I64, top_k: int, pen
     """The first ``top_k`` of ``candidates`` (best first) reordered by maximal marginal relevance: each next
     pick maximises ranking - ``penalty`` x (largest cosine with a pick so far). The first candidate stays
     first; without vectors, or with no penalty, the candidates are returned as they are (cut to ``top_k``)."""
+    if penalty <= 0 or index.model is None or len(candidates) <= 1:  # asks for no vector when off
+        return candidates[:top_k]
     vectors, scales = index._vectors, index._scales
-    if penalty <= 0 or vectors is None or scales is None or len(candidates) <= 1:
+    if vectors is None or scales is None:
         return candidates[:top_k]
     rows = vectors[candidates].astype(np.float32) * scales[candidates, None]
     norms = np.linalg.norm(rows, axis=1)

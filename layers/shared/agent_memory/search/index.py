@@ -4,8 +4,10 @@ One ``SearchIndex`` is immutable. It holds, per document (a saved memory): its t
 (the memory's own text, and its context: the turns just before it and the session date), and optionally one
 int8-quantised embedding with a per-row scale. The canonical form is doc-major (CSR: ``doc_ptr`` into ``terms``,
 ``tf_text``, ``tf_ctx``), which makes ``without`` and ``combine`` array slicing and concatenation, with no
-re-tokenising; the inverted index (term-major postings, document frequencies) is derived from it on the first
-search with a linear-time radix sort, and cached.
+re-tokenising; the inverted index (term-major postings, document frequencies) is derived from it: from the
+entries' term order stored with the index (``term_order``), or, for an index stored without it, with a
+linear-time radix sort on the first search, and cached. ``combine`` of parts that share no id searches them in
+place (``_PartedIndex``), with the same rankings and scores as the one index of them.
 
 Scoring (defaults chosen on the LoCoMo benchmark, ``bench/locomo.py``):
 
@@ -47,7 +49,6 @@ import json
 import logging
 import math
 import zipfile
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,6 +78,10 @@ logger = logging.getLogger(__name__)
 FORMAT = "agent-memory-search-index/1"
 _MAX_TF = np.iinfo(np.uint16).max
 _CHUNK_ROWS = 4096  # rows of int8 vectors scored at a time
+# A stored index answers this many term lookups from its term order (a binary search and two gathers each: the
+# first searches of a cold function) before it builds the postings of every term from it (gathers, no sort),
+# which a warm function's searches then slice.
+_GATHERED_LOOKUPS = 8
 
 F32 = npt.NDArray[np.float32]
 I8 = npt.NDArray[np.int8]
@@ -347,6 +352,7 @@ class SearchIndex:
         vectors: I8 | None = None,
         scales: F32 | None = None,
         model: str | None = None,
+        term_order: I32 | None = None,
     ) -> None:
         n = len(ids)
         if doc_ptr.shape != (n + 1,) or int(doc_ptr[0]) != 0 or int(doc_ptr[-1]) != len(terms):
@@ -359,6 +365,11 @@ class SearchIndex:
             scales is None or vectors.ndim != 2 or vectors.shape[0] != n or scales.shape != (n,) or not model
         ):
             raise ValueError("vectors need one row and one scale per document, and a model name")
+        if term_order is not None and (
+            term_order.shape != terms.shape
+            or (len(term_order) and (int(term_order.min()) < 0 or int(term_order.max()) >= len(terms)))
+        ):
+            raise ValueError("term_order is not one entry position per term entry")
         self._ids = ids
         self._vocab = vocab
         self._doc_ptr = doc_ptr
@@ -374,6 +385,11 @@ class SearchIndex:
         self._positions: dict[str, int] | None = None
         self._term_ids: dict[str, int] | None = None
         self._postings: tuple[I64, I32, U16, U16] | None = None
+        # The entries' positions in term-major order (stable: by term, then document), when stored with the index
+        # or computed by ``_inverted``: a term's postings are then read from it without sorting every entry.
+        self._order: I32 | None = term_order
+        self._term_ptr: I64 | None = None
+        self._gathered = 0  # term lookups answered from ``_order``
         self._norms: dict[tuple[float, float, float], F32] = {}
 
     # ----------------------------------------------------------------------------------------------------------
@@ -501,7 +517,7 @@ class SearchIndex:
 
     def _term_map(self) -> dict[str, int]:
         if self._term_ids is None:
-            self._term_ids = {term: i for i, term in enumerate(self._vocab)}
+            self._term_ids = dict(zip(self._vocab, range(len(self._vocab)), strict=True))  # in C
         return self._term_ids
 
     # ----------------------------------------------------------------------------------------------------------
@@ -575,7 +591,15 @@ class SearchIndex:
         selected = [p for p in selected if len(p)]
         if len(selected) == 1:
             return selected[0]
+        pruned = any(keep is not None for keep in keeps)
+        if not pruned and _PartedIndex.fits(selected):
+            return _PartedIndex(selected)
+        return cls._concatenate(selected, pruned=pruned)
 
+    @classmethod
+    def _concatenate(cls, selected: Sequence[SearchIndex], *, pruned: bool) -> SearchIndex:
+        """One index of the documents of ``selected`` (no id in two of them), in their order; with ``pruned``,
+        without the vocabulary terms no document uses any more."""
         # vocabulary: extend the largest part's vocabulary with the others' new terms
         base = max(range(len(selected)), key=lambda k: len(selected[k]._vocab))
         vocab = list(selected[base]._vocab)
@@ -641,7 +665,7 @@ class SearchIndex:
         )
         combined._term_ids = term_ids
         # an id replaced by a later part may leave terms no document uses; check only then (a bincount)
-        return combined._pruned() if any(keep is not None for keep in keeps) else combined
+        return combined._pruned() if pruned else combined
 
     def _pruned(self, *, force: bool = False) -> SearchIndex:
         """Drop vocabulary terms no document uses any more: always with ``force`` (forgetting), else when they
@@ -672,6 +696,9 @@ class SearchIndex:
         if self._vectors is not None and self._scales is not None:
             arrays["vectors"] = self._vectors
             arrays["scales"] = self._scales
+        # the term-major order of the entries, so that a reader's first search does not sort them (a reader of
+        # an earlier version ignores it)
+        arrays["term_order"] = self._term_order()
         buffer = io.BytesIO()
         (np.savez_compressed if compress else np.savez)(buffer, **arrays)
         return buffer.getvalue()
@@ -699,6 +726,7 @@ class SearchIndex:
             "len_ctx": np.uint32,
             "vectors": np.int8,
             "scales": np.float32,
+            "term_order": np.int32,
         }
         for name, dtype in expected.items():
             if name in arrays and arrays[name].dtype != dtype:
@@ -718,6 +746,7 @@ class SearchIndex:
             arrays.get("vectors"),
             arrays.get("scales"),
             header.get("model"),
+            arrays.get("term_order"),
         )
 
     # ----------------------------------------------------------------------------------------------------------
@@ -850,35 +879,32 @@ class SearchIndex:
         if not m:
             return out
         ceiling = first.ceiling
-        # the query's terms' share of the BM25 score in each field, and of their idf mass in the memory's words
-        term_map = self._term_map()
-        qterms = np.array(
-            sorted({t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None}), np.int64
-        )
-        text_share = ctx_share = cover_text = cover_all = np.zeros(m)
-        if len(qterms):
-            post_ptr = self._inverted()[0]
-            df = (post_ptr[qterms + 1] - post_ptr[qterms]).astype(np.float64)
-            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            starts, ends = self._doc_ptr[top], self._doc_ptr[top + 1]
-            lengths = ends - starts
-            owner = np.repeat(np.arange(m), lengths)
-            entries = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-            terms = self._terms[entries]
-            where = np.minimum(np.searchsorted(qterms, terms), len(qterms) - 1)
-            hit = qterms[where] == terms
-            owner, where, entries = owner[hit], where[hit], entries[hit]
-            tt = self._tf_text[entries].astype(np.float64)
-            tc = self._tf_ctx[entries].astype(np.float64)
-            w = idf[where]
-            norm = self._length_norm(config)[top][owner].astype(np.float64)
+        # the query's terms' share of the BM25 score in each field, and of their idf mass in the memory's words:
+        # from each distinct term's postings (``_token_postings``, which a parted index answers from its parts
+        # without building a vocabulary or postings of its own), looked up at the candidates
+        text_share, ctx_share, cover_text, cover_all = (np.zeros(m) for _ in range(4))
+        postings = [p for p in map(self._token_postings, dict.fromkeys(tokenize(query))) if p is not None]
+        if postings:
+            idfs = [math.log(1.0 + (n - len(p[0]) + 0.5) / (len(p[0]) + 0.5)) for p in postings]
+            norm = self._length_norm(config)[top].astype(np.float64)
             k1p1 = config.k1 + 1.0
+            for (docs, tf_text, tf_ctx), w in zip(postings, idfs, strict=True):
+                at = np.minimum(np.searchsorted(docs, top), len(docs) - 1)  # docs ascending
+                hit = docs[at] == top
+                tt = np.where(hit, tf_text[at], 0).astype(np.float64)
+                tc = np.where(hit, tf_ctx[at], 0).astype(np.float64)
+                text_share += w * tt * k1p1 / (tt + norm)
+                ctx_share += w * tc * k1p1 / (tc + norm)
+                cover_text += w * (tt > 0)
+                cover_all += w * ((tt > 0) | (tc > 0))
             if ceiling > 0:
-                text_share = np.bincount(owner, w * tt * k1p1 / (tt + norm), m) / ceiling
-                ctx_share = np.bincount(owner, w * tc * k1p1 / (tc + norm), m) / ceiling
-            total = float(idf.sum()) or 1.0
-            cover_text = np.bincount(owner, w * (tt > 0), m) / total
-            cover_all = np.bincount(owner, w * ((tt > 0) | (tc > 0)), m) / total
+                text_share /= ceiling
+                ctx_share /= ceiling
+            else:
+                text_share[:] = ctx_share[:] = 0.0
+            total = float(sum(idfs)) or 1.0
+            cover_text /= total
+            cover_all /= total
         signals = first.signals
         ranking = first.ranking[top].astype(np.float64)
         best = float(ranking[0])
@@ -915,22 +941,21 @@ class SearchIndex:
         """Which memories each of the query's signals applies to (``_bonus``); None when none applies."""
         if not (config.author_boost or config.time_boost or config.date_boost) or not len(self):
             return None
-        term_map = self._term_map()
         timed = None
         if config.time_boost and temporal_question(query):
-            term = term_map.get(TIME_TAG)
-            if term is not None:
+            docs = self._token_docs(TIME_TAG)
+            if docs is not None:
                 timed = np.zeros(len(self), dtype=bool)
-                timed[post_docs_of(self, term)] = True
+                timed[docs] = True
         dated = None
         if config.date_boost:
             for year, month in asked_months(query):
                 tag = f"{MONTH_TAG}{month:02d}" if year is None else f"{MONTH_TAG}{year:04d}-{month:02d}"
-                term = term_map.get(tag)
-                if term is not None:
+                docs = self._token_docs(tag)
+                if docs is not None:
                     if dated is None:
                         dated = np.zeros(len(self), dtype=bool)
-                    dated[post_docs_of(self, term)] = True
+                    dated[docs] = True
         if timed is None and dated is None and authors is None:
             return None
         return _Signals(authors, timed, dated)
@@ -970,16 +995,16 @@ class SearchIndex:
         words = self._named_authors(query)
         if not words:
             return None
-        term_map = self._term_map()
         mask = np.zeros(len(self), dtype=bool)
         for word in words:
-            mask[post_docs_of(self, term_map[AUTHOR_TAG + word])] = True
+            docs = self._token_docs(AUTHOR_TAG + word)
+            if docs is not None:
+                mask[docs] = True
         return mask
 
     def _named_authors(self, query: str) -> list[str]:
         """The words of ``query`` that name an author of some memory here."""
-        term_map = self._term_map()
-        return [word for word in dict.fromkeys(named_words(query)) if AUTHOR_TAG + word in term_map]
+        return [word for word in dict.fromkeys(named_words(query)) if self._has_token(AUTHOR_TAG + word)]
 
     def lexical_scores(self, query: str, config: SearchConfig | None = None) -> F32:
         """BM25F score of every document for ``query`` (0 where no query term occurs)."""
@@ -992,33 +1017,83 @@ class SearchIndex:
         return self._dense_scores(query, embedder)
 
     def _lexical_scores(self, query: str, config: SearchConfig) -> F32:
-        term_map = self._term_map()
-        query_terms = Counter(t for t in (term_map.get(tok) for tok in tokenize(query)) if t is not None)
-        # a repeated query term counts once
-        return self._bm25(dict.fromkeys(query_terms, 1.0), config)
+        # a repeated query term counts once; terms in the order of their first occurrence
+        postings = [self._token_postings(token) for token in dict.fromkeys(tokenize(query))]
+        return self._bm25_postings([(p, 1.0) for p in postings if p is not None], config)
 
     def _bm25(self, terms: dict[int, float], config: SearchConfig) -> F32:
-        """BM25F of every document for a weighted bag of term ids (the query's terms weigh 1; lexical feedback
-        adds terms of its own weight)."""
+        """BM25F of every document for a weighted bag of term ids (lexical feedback's terms and weights)."""
+        return self._bm25_postings([(self._postings_of(term), weight) for term, weight in terms.items()], config)
+
+    def _bm25_postings(self, terms: list[tuple[tuple[I32, U16, U16], float]], config: SearchConfig) -> F32:
+        """BM25F of every document for weighted posting lists (documents, text tf, context tf) of distinct terms."""
         n = len(self)
         scores = np.zeros(n, dtype=np.float32)
         if not terms:
             return scores
-        post_ptr, post_docs, post_tf_text, post_tf_ctx = self._inverted()
         norm = self._length_norm(config)
         w = np.float32(config.context_weight)
         k1p1 = np.float32(config.k1 + 1.0)
-        for term, weight in terms.items():
-            start, end = int(post_ptr[term]), int(post_ptr[term + 1])
-            if start == end:
+        for (docs, tf_text, tf_ctx), weight in terms:
+            df = len(docs)
+            if not df:
                 continue
-            docs = post_docs[start:end]
-            tf = post_tf_text[start:end].astype(np.float32)
+            tf = tf_text.astype(np.float32)
             if w:
-                tf += w * post_tf_ctx[start:end]
-            idf = math.log(1.0 + (n - (end - start) + 0.5) / (end - start + 0.5))
+                tf += w * tf_ctx
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             scores[docs] += np.float32(weight * idf) * tf * k1p1 / (tf + norm[docs])  # docs unique in a posting list
         return scores
+
+    # Term lookups by the term itself: what a search asks (a combined index of several parts answers them from
+    # its parts, without building a vocabulary or postings of its own: ``_PartedIndex``).
+
+    def _has_token(self, token: str) -> bool:
+        return token in self._term_map()
+
+    def _token_postings(self, token: str) -> tuple[I32, U16, U16] | None:
+        """The postings (document positions ascending, text tf, context tf) of ``token``; None when no document
+        holds it."""
+        term = self._term_map().get(token)
+        return None if term is None else self._postings_of(term)
+
+    def _token_docs(self, token: str) -> I32 | None:
+        postings = self._token_postings(token)
+        return None if postings is None else postings[0]
+
+    def _token_df(self, token: str) -> int:
+        """How many documents hold ``token``."""
+        term = self._term_map().get(token)
+        if term is None:
+            return 0
+        ptr = self._ptr()
+        return int(ptr[term + 1] - ptr[term])
+
+    def _ptr(self) -> I64:
+        """Where each term's entries start in term-major order (by term id, one more for the end)."""
+        if self._postings is not None:
+            return self._postings[0]
+        if self._term_ptr is None:
+            ptr = np.zeros(len(self._vocab) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self._terms, minlength=len(self._vocab)), out=ptr[1:])
+            self._term_ptr = ptr
+        return self._term_ptr
+
+    def _postings_of(self, term: int) -> tuple[I32, U16, U16]:
+        """The postings of term id ``term``: sliced from the built postings, or gathered from the stored term
+        order (a few thousand entries for a query's term, where building the postings sorts every entry)."""
+        if self._postings is None and (self._order is None or self._gathered >= _GATHERED_LOOKUPS):
+            self._inverted()  # from the stored order when there is one: gathers, no sort
+        if self._postings is not None:
+            ptr, post_docs, post_tf_text, post_tf_ctx = self._postings
+            start, end = int(ptr[term]), int(ptr[term + 1])
+            return post_docs[start:end], post_tf_text[start:end], post_tf_ctx[start:end]
+        assert self._order is not None
+        self._gathered += 1
+        ptr = self._ptr()
+        entries = self._order[int(ptr[term]) : int(ptr[term + 1])]
+        docs = (np.searchsorted(self._doc_ptr, entries, side="right") - 1).astype(np.int32)
+        return docs, self._tf_text[entries], self._tf_ctx[entries]
 
     def lexical_match(self, query: str, config: SearchConfig | None = None) -> F32:
         """Each document's BM25F score as a share of the query's ceiling, in [0, 1): 0 when no query term
@@ -1034,26 +1109,29 @@ class SearchIndex:
 
     def _lexical_ceiling(self, query: str, config: SearchConfig) -> float:
         n = len(self)
-        term_map = self._term_map()
-        post_ptr = self._inverted()[0] if n else np.zeros(1, dtype=np.int64)
         total = 0.0
         for token in set(tokenize(query)):
-            term = term_map.get(token)
             # A term no memory holds weighs as one that a single memory holds: as much as the rarest word can,
             # without the idf of df 0, which in a small index dwarfs every term that does occur.
-            df = 1 if term is None else max(1, int(post_ptr[term + 1] - post_ptr[term]))
+            df = max(1, self._token_df(token)) if n else 1
             total += math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (config.k1 + 1.0)
         return total
 
     def _inverted(self) -> tuple[I64, I32, U16, U16]:
         """Postings by term: (ptr by term id, doc positions, text tf, context tf); built once."""
         if self._postings is None:
-            order = _stable_argsort(self._terms, len(self._vocab))
+            order = self._term_order()
             doc_of_entry = np.repeat(np.arange(len(self), dtype=np.int32), np.diff(self._doc_ptr))
             ptr = np.zeros(len(self._vocab) + 1, dtype=np.int64)
             np.cumsum(np.bincount(self._terms, minlength=len(self._vocab)), out=ptr[1:])
             self._postings = (ptr, doc_of_entry[order], self._tf_text[order], self._tf_ctx[order])
         return self._postings
+
+    def _term_order(self) -> I32:
+        """The entries' positions in term-major order (stored, or sorted now and kept)."""
+        if self._order is None:
+            self._order = _stable_argsort(self._terms, len(self._vocab)).astype(np.int32)
+        return self._order
 
     def _length_norm(self, config: SearchConfig) -> F32:
         """k1 * (1 - b + b * dl / avgdl) per document, for this config's k1, b and context weight."""
@@ -1073,7 +1151,7 @@ class SearchIndex:
     def _dense_rows(self, queries: list[str], embedder: Embedder | None) -> list[F32] | None:
         """Cosine similarity of every document with each of ``queries`` (embedded in one call); None when dense
         scoring is not possible."""
-        if self._vectors is None or self._scales is None:
+        if self._model is None or self._scales is None:
             if embedder is not None:
                 logger.warning("search index has no vectors; searching lexically")
             return None
@@ -1092,25 +1170,31 @@ class SearchIndex:
         if matrix.shape[1] != self.dim:
             logger.warning("query embedding has %d dimensions, the index %d; searching lexically", *matrix.shape)
             return None
-        vectors = self._vectors
+        blocks = self._vector_blocks()
         rows: list[F32] = []
         for query_vector in matrix:
             out = np.empty(len(self), dtype=np.float32)
-            # einsum widens the int8 rows to float32 in its own small buffers and never calls BLAS: a BLAS product
-            # per chunk woke OpenBLAS's thread pool each time, which on a busy or fractional CPU (a Lambda function
-            # below 1,769 MB) cost more than the product itself (bench.search_speed: dense scoring of 100k rows).
-            for start in range(0, len(self), _CHUNK_ROWS):
-                np.einsum(
-                    "ij,j->i",
-                    vectors[start : start + _CHUNK_ROWS],
-                    query_vector,
-                    dtype=np.float32,
-                    casting="unsafe",
-                    out=out[start : start + _CHUNK_ROWS],
-                )
+            for offset, vectors in blocks:
+                # einsum widens the int8 rows to float32 in its own small buffers and never calls BLAS: a BLAS
+                # product per chunk woke OpenBLAS's thread pool each time, which on a busy or fractional CPU (a
+                # Lambda function below 1,769 MB) cost more than the product itself (bench.search_speed).
+                for start in range(0, len(vectors), _CHUNK_ROWS):
+                    np.einsum(
+                        "ij,j->i",
+                        vectors[start : start + _CHUNK_ROWS],
+                        query_vector,
+                        dtype=np.float32,
+                        casting="unsafe",
+                        out=out[offset + start : offset + min(start + _CHUNK_ROWS, len(vectors))],
+                    )
             out *= self._scales
             rows.append(out)
         return rows
+
+    def _vector_blocks(self) -> list[tuple[int, I8]]:
+        """The document vectors as (first document's position, rows) blocks covering every document."""
+        assert self._vectors is not None
+        return [(0, self._vectors)]
 
     def _rrf(self, lexical: F32, dense: F32, config: SearchConfig, exclude: frozenset[str]) -> F32:
         fused = np.zeros(len(self), dtype=np.float32)
@@ -1136,6 +1220,123 @@ class SearchIndex:
         return best
 
 
+class _PartedIndex(SearchIndex):
+    """The combination of parts that share no document id, searched through its parts: what ``combine`` returns
+    for a cold search's snapshot and segments. A search asks for the postings of its few terms (each part's,
+    concatenated: the same arrays a combined index's postings would give, documents ascending) and scores the
+    vectors part by part, so no vocabulary is merged, no postings of every term are built and no vector is
+    copied; what needs whole arrays (forgetting, serialising, feedback, a merge) reads them from the one index
+    built of the parts on first use (``_full``). Its documents, lengths and scales are the parts', in order."""
+
+    # what only the whole index has: read from it (``__getattr__`` is consulted only for attributes this object
+    # does not hold)
+    _WHOLE = frozenset({"_vocab", "_doc_ptr", "_terms", "_tf_text", "_tf_ctx", "_vectors"})
+
+    _parts: list[SearchIndex]
+
+    def __init__(self, parts: Sequence[SearchIndex]) -> None:  # not super().__init__: it takes the whole arrays
+        flat: list[SearchIndex] = []
+        for part in parts:
+            flat += part._parts if isinstance(part, _PartedIndex) else [part]
+        self._parts = flat
+        self._offsets = [0]
+        for part in flat:
+            self._offsets.append(self._offsets[-1] + len(part))
+        self._ids = [doc_id for part in flat for doc_id in part._ids]
+        self._len_text = np.concatenate([p._len_text for p in flat])
+        self._len_ctx = np.concatenate([p._len_ctx for p in flat])
+        self._model = flat[-1]._model
+        self._scales = None if self._model is None else np.concatenate([p._scales for p in flat])  # type: ignore[misc]
+        self._positions = None
+        self._term_ptr = None
+        self._norms = {}
+        self._whole: SearchIndex | None = None
+
+    @staticmethod
+    def fits(parts: Sequence[SearchIndex]) -> bool:
+        """Whether ``parts`` (sharing no id) can be searched as they are: all with vectors of one model and
+        dimension, or none with vectors (a mix loses some parts' vectors: ``combine`` copies those)."""
+        models = {(p._model, p.dim) for p in parts}
+        return len(models) == 1
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _PartedIndex._WHOLE:
+            return getattr(self._full(), name)
+        raise AttributeError(name)
+
+    def _full(self) -> SearchIndex:
+        whole = self._whole
+        if whole is None:
+            whole = SearchIndex._concatenate(self._parts, pruned=False)
+            whole._order = self._merged_order(whole)
+            self._whole = whole
+        return whole
+
+    def _merged_order(self, whole: SearchIndex) -> I32:
+        """The term order of ``whole`` (the parts' entries in order, their terms renumbered) from the parts' own:
+        within a term, part after part, each part's entries already by document. A merge's snapshot stores it
+        without sorting the 1.75 million entries of 100,000 memories."""
+        term_map = whole._term_map()
+        ptr = whole._ptr()
+        order = np.empty(len(whole._terms), dtype=np.int32)
+        start = ptr[:-1].copy()  # where the next part's entries of each term go
+        entry_offset = 0
+        for part in self._parts:
+            mapping = np.fromiter(map(term_map.__getitem__, part._vocab), dtype=np.int64, count=len(part._vocab))
+            local_order = part._term_order()
+            local_ptr = part._ptr()
+            local_terms = part._terms[local_order]  # each entry's term, in the part's term order
+            rank = np.arange(len(local_order), dtype=np.int64) - local_ptr[local_terms]
+            order[start[mapping[local_terms]] + rank] = local_order + np.int32(entry_offset)
+            start[mapping] += np.diff(local_ptr)
+            entry_offset += len(part._terms)
+        return order
+
+    def __repr__(self) -> str:
+        return f"SearchIndex(docs={len(self)}, parts={len(self._parts)}, model={self._model!r})"
+
+    # by term id: the whole index's ids (feedback, tests)
+    def _term_map(self) -> dict[str, int]:
+        return self._full()._term_map()
+
+    def _ptr(self) -> I64:
+        return self._full()._ptr()
+
+    def _postings_of(self, term: int) -> tuple[I32, U16, U16]:
+        return self._full()._postings_of(term)
+
+    def _inverted(self) -> tuple[I64, I32, U16, U16]:
+        return self._full()._inverted()
+
+    def _term_order(self) -> I32:
+        return self._full()._term_order()
+
+    @property
+    def dim(self) -> int:
+        return self._parts[-1].dim
+
+    def _has_token(self, token: str) -> bool:
+        return any(part._has_token(token) for part in self._parts)
+
+    def _token_df(self, token: str) -> int:
+        return sum(part._token_df(token) for part in self._parts)
+
+    def _token_postings(self, token: str) -> tuple[I32, U16, U16] | None:
+        found = [
+            (offset, postings)
+            for offset, part in zip(self._offsets, self._parts, strict=False)
+            if (postings := part._token_postings(token)) is not None
+        ]
+        if not found:
+            return None
+        docs = np.concatenate([postings[0] + np.int32(offset) for offset, postings in found])
+        return docs, np.concatenate([p[1] for _, p in found]), np.concatenate([p[2] for _, p in found])
+
+    def _vector_blocks(self) -> list[tuple[int, I8]]:
+        blocks = [(offset, part._vectors) for offset, part in zip(self._offsets, self._parts, strict=False)]
+        return [(offset, vectors) for offset, vectors in blocks if vectors is not None]  # all, when searched
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------------------
@@ -1151,8 +1352,7 @@ MONTH_TAG = "@m:"  # @m:2023-07 and @m:07, from the memory's timestamp (UTC)
 
 def post_docs_of(index: SearchIndex, term: int) -> I32:
     """The positions of the documents holding ``term``."""
-    post_ptr, post_docs = index._inverted()[:2]
-    return post_docs[int(post_ptr[term]) : int(post_ptr[term + 1])]
+    return index._postings_of(term)[0]
 
 
 def _tags(doc: Doc) -> list[str]:
