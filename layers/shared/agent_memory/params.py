@@ -210,7 +210,46 @@ def new_session(body: Any) -> Any:
     return NewSession(session_id, state)
 
 
-BODIES: dict[str, Callable[[Any], Any]] = {"Annotated[CreateSessionRequest | None, Body()]": new_session}
+class Search:
+    """``requests.SearchRequest`` as this module reads it: the same fields, the same values."""
+
+    __slots__ = ("min_score", "query", "top_k")
+
+    def __init__(self, query: str, top_k: int, min_score: float | None) -> None:
+        self.query = query
+        self.top_k = top_k
+        self.min_score = min_score
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"query": self.query, "top_k": self.top_k, "min_score": self.min_score}
+
+
+_SEARCH_FIELDS = frozenset({"query", "top_k", "min_score"})
+
+
+def search(body: Any) -> Any:
+    """The search's body (``Annotated[SearchRequest, Body()]``, required): ``{query, top_k?, min_score?}`` with a
+    non-blank query of 1 to MAX_QUERY_CHARS characters, a JSON integer top_k from 1 to MAX_TOP_K (default 5) and a
+    JSON number min_score from 0 to 1, or null (pydantic's strict float takes an integer as that float). Anything
+    else (no body, an unknown field, a boolean, a bound passed, text that is not UTF-8) is pydantic's to answer."""
+    if not isinstance(body, dict) or "query" not in body or not set(body) <= _SEARCH_FIELDS:
+        return UNSURE
+    query, top_k, min_score = body["query"], body.get("top_k", 5), body.get("min_score")
+    if type(query) is not str or not 1 <= len(query) <= MAX_QUERY_CHARS or not query.strip() or not _utf8(query):
+        return UNSURE
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOP_K:
+        return UNSURE
+    if min_score is not None:
+        if type(min_score) not in (int, float) or not 0.0 <= min_score <= 1.0:  # NaN fails the comparison too
+            return UNSURE
+        min_score = float(min_score)
+    return Search(query, top_k, min_score)
+
+
+BODIES: dict[str, Callable[[Any], Any]] = {
+    "Annotated[CreateSessionRequest | None, Body()]": new_session,
+    "Annotated[SearchRequest, Body()]": search,
+}
 """A body annotation (as a handler writes it) -> its check; any other body is read by pydantic."""
 
 
@@ -224,7 +263,7 @@ class Plan:
         self.lean = True
         for name, parameter in inspect.signature(func).parameters.items():
             annotation = parameter.annotation if isinstance(parameter.annotation, str) else None
-            if annotation in BODIES and parameter.default is None and self.body is None:
+            if annotation in BODIES and parameter.default in (None, inspect.Parameter.empty) and self.body is None:
                 self.body = (name, BODIES[annotation])
                 continue
             spec = SPECS.get(annotation) if annotation is not None else None
