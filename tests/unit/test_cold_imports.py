@@ -162,6 +162,33 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
     assert "pydantic" in loaded
 
 
+def test_a_first_save_of_texts_loads_no_pydantic() -> None:
+    """A fresh save function saves plain texts (params.py reads the body) without pydantic; a text with metadata
+    is then read by pydantic's validation, which loads it."""
+    path = ROOT / "functions" / "save_memories" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "from local.apigw import LambdaContext, http_api_event\n"
+        "from local.template import load_template, routes\n"
+        "def answer(body):\n"
+        "    path = '/apps/a/users/u/memories'\n"
+        "    route = next(r for r in routes(load_template()) if r.method == 'POST' and r.match('POST', path))\n"
+        "    event = http_api_event(route, path, route.match('POST', path), body=json.dumps(body))\n"
+        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+        "got = answer({'memories': [{'text': 'I live in Paris', 'timestamp': '2024-05-01'}, {'text': 'I like tea'}]})\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 2, 'skipped': 0}, got\n"
+        "assert 'pydantic' not in sys.modules, 'a save of plain texts loaded pydantic'\n"
+        "got = answer({'memories': [{'text': 'I like tea', 'metadata': {'k': 1}}]})\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 0, 'skipped': 1}, got\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
 def _answer_in_fresh_process(function: str, method: str, path: str, body: str | None) -> tuple[int, str, list[str]]:
     """A fresh function (the memory backend) answers one request: its status, its stdout (EMF metric lines), and
     the Powertools metrics modules it loaded."""

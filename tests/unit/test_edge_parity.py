@@ -120,6 +120,8 @@ def _count_lean() -> Any:
             LEAN["bodies"] = LEAN.get("bodies", 0) + 1
             if isinstance(found["body"], params.Search):
                 LEAN["searches"] = LEAN.get("searches", 0) + 1
+            if isinstance(found["body"], (params.SaveSession, params.SaveTexts)):
+                LEAN["saves"] = LEAN.get("saves", 0) + 1
         return found
 
     params.arguments = counted  # type: ignore[assignment]
@@ -229,6 +231,65 @@ def test_the_search_body_is_read_as_pydantic_reads_it(body: Any) -> None:
     assert got[0] < 500, request.reproducer()
 
 
+SAVE = "POST /apps/{app_name}/users/{user_id}/memories"
+
+
+def _save_bodies() -> st.SearchStrategy[Any]:
+    """Save bodies mostly of the two shapes params.py takes, at their edges: texts around their bounds, times as
+    numbers and ISO strings in and out of range, session ids valid or nearly, and the shapes it leaves."""
+    texts = _mostly(
+        st.text(min_size=1, max_size=12).filter(str.strip),
+        st.sampled_from(("", " ", "\n", "é", "t" * 20_000, "t" * 20_001)),
+        st.integers(0, 9),
+        st.none(),
+    )
+    times = _mostly(
+        st.one_of(st.floats(0, 2e9), st.integers(0, 2 * 10**9), st.sampled_from(("2024-01-01", "1700000000.5"))),
+        st.sampled_from((-1, 253_402_300_799, 253_402_300_800, 1e300, True, None, "soon", "2024-01-01T00:00:00+05:00")),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),
+    )
+    item = _mostly(
+        st.fixed_dictionaries({"text": texts}, optional={"timestamp": times}),
+        st.fixed_dictionaries({"text": texts}, optional={"metadata": st.none() | st.just({"k": 1}), "x": texts}),
+        st.fixed_dictionaries({}, optional={"timestamp": times}),
+        texts,
+    )
+    memories = _mostly(
+        st.lists(item, min_size=1, max_size=4),
+        st.just([]),
+        st.lists(st.fixed_dictionaries({"text": st.just("t")}), min_size=100, max_size=101),
+        item,
+    )
+    ids = _mostly(st.sampled_from(SESSIONS), st.sampled_from(("a" * 128, "a" * 129, "-x", "", "é")), st.integers())
+    plain = st.one_of(
+        st.fixed_dictionaries({"memories": memories}),
+        st.fixed_dictionaries({"session_id": ids}),
+        st.fixed_dictionaries({"sessionId": ids}),
+    )
+    odd = st.one_of(
+        st.fixed_dictionaries({"session_id": ids, "sessionId": ids}),
+        st.fixed_dictionaries({"session_id": ids, "policy": st.sampled_from((None, "default", {"preset": "all"}))}),
+        st.fixed_dictionaries({"memories": memories, "session_id": ids}),
+        st.fixed_dictionaries({"events": st.just([])}),
+    )
+    return _mostly(plain, odd, plain.map(lambda b: [b]), st.none(), st.just({}))
+
+
+@settings(max_examples=400, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_save_bodies())
+def test_the_save_body_is_read_as_pydantic_reads_it(body: Any) -> None:
+    data = None if body is None else encode(body)
+    headers = (("content-type", "application/json"),)
+    request = Request(SAVE, "POST", "/apps/fz/users/u1/memories", "", headers, data)
+    event = _event(request)
+    assert event is not None
+    expected = _answer(ORACLE, event)
+    got = _answer(EDGE, event)
+    assert got == expected, request.reproducer()
+    assert got[0] < 500, request.reproducer()
+
+
 def test_a_common_search_body_is_read_without_pydantic_as_pydantic_reads_it() -> None:
     handler = _handler(TABLE[SEARCH])
     taken = params.arguments(
@@ -245,6 +306,7 @@ def test_the_lean_reading_takes_many_requests_and_leaves_many() -> None:
     assert LEAN["taken"] > 1000 and LEAN["left"] > 500, LEAN
     assert LEAN.get("bodies", 0) > 40, LEAN  # create's and search's bodies taken without pydantic
     assert LEAN.get("searches", 0) > 100, LEAN
+    assert LEAN.get("saves", 0) > 100, LEAN
 
 
 def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -> None:
