@@ -19,12 +19,11 @@ app = create_app()
 
 @app.post("/apps/<app_name>/users/<user_id>/memories")
 def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> Response[str]:
-    from agent_memory.requests import SaveEventsRequest, SaveTextsRequest  # loaded with the body's validation
-
+    # the body's shape by its fields: a plain body is params.py's reading of it, not a pydantic model (issue 14)
     service = services().memories
-    if isinstance(body, SaveTextsRequest):
+    if hasattr(body, "memories"):  # SaveTextsRequest
         result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)
-    elif isinstance(body, SaveEventsRequest):
+    elif hasattr(body, "events"):  # SaveEventsRequest
         result = service.add_events(
             app_name=app_name, user_id=user_id, events=body.events, session_id=body.session_id, policy=body.policy
         )

@@ -130,6 +130,65 @@ def test_a_body_less_first_request_loads_no_pydantic() -> None:
     assert "pydantic" in loaded
 
 
+def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none() -> None:
+    """The search function serves memory routes (the memory service is its own), but nothing built with pydantic:
+    a fresh one answers a GET search and a POST search with a common body, and still holds no pydantic; a body
+    params.py does not take (``top_k`` 0) is then answered by pydantic's validation, naming the field."""
+    path = ROOT / "functions" / "search_memories" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        f"cold = set(sys.modules) & set({NOT_ON_THE_COLD_PATH!r})\n"
+        "assert cold <= {'agent_memory.service.memories', 'agent_memory.policy.facts'}, cold\n"
+        "from local.apigw import LambdaContext, http_api_event\n"
+        "from local.template import load_template, routes\n"
+        "def answer(method, query, body):\n"
+        "    path = '/apps/a/users/u/memories/search'\n"
+        "    route = next(r for r in routes(load_template()) if r.method == method and r.match(method, path))\n"
+        "    event = http_api_event(route, path, route.match(method, path), raw_query=query, body=body)\n"
+        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+        "got = answer('GET', 'query=where%20do%20I%20live&top_k=3', None)\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'memories': []}, got\n"
+        "got = answer('POST', '', json.dumps({'query': 'where do I live', 'top_k': 3, 'min_score': 0}))\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'memories': []}, got\n"
+        "assert 'pydantic' not in sys.modules, 'a common search loaded pydantic'\n"
+        "bad = answer('POST', '', json.dumps({'query': 'where', 'top_k': 0}))\n"
+        "assert bad['statusCode'] == 422 and json.loads(bad['body'])['error']['field'] == 'top_k', bad\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
+def test_a_first_save_of_texts_loads_no_pydantic() -> None:
+    """A fresh save function saves plain texts (params.py reads the body) without pydantic; a text with metadata
+    is then read by pydantic's validation, which loads it."""
+    path = ROOT / "functions" / "save_memories" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "from local.apigw import LambdaContext, http_api_event\n"
+        "from local.template import load_template, routes\n"
+        "def answer(body):\n"
+        "    path = '/apps/a/users/u/memories'\n"
+        "    route = next(r for r in routes(load_template()) if r.method == 'POST' and r.match('POST', path))\n"
+        "    event = http_api_event(route, path, route.match('POST', path), body=json.dumps(body))\n"
+        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+        "got = answer({'memories': [{'text': 'I live in Paris', 'timestamp': '2024-05-01'}, {'text': 'I like tea'}]})\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 2, 'skipped': 0}, got\n"
+        "assert 'pydantic' not in sys.modules, 'a save of plain texts loaded pydantic'\n"
+        "got = answer({'memories': [{'text': 'I like tea', 'metadata': {'k': 1}}]})\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 0, 'skipped': 1}, got\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
 def _answer_in_fresh_process(function: str, method: str, path: str, body: str | None) -> tuple[int, str, list[str]]:
     """A fresh function (the memory backend) answers one request: its status, its stdout (EMF metric lines), and
     the Powertools metrics modules it loaded."""

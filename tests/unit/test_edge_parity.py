@@ -118,6 +118,10 @@ def _count_lean() -> Any:
         LEAN["taken" if found is not None else "left"] += 1
         if found is not None and found.get("body") is not None:
             LEAN["bodies"] = LEAN.get("bodies", 0) + 1
+            if isinstance(found["body"], params.Search):
+                LEAN["searches"] = LEAN.get("searches", 0) + 1
+            if isinstance(found["body"], (params.SaveSession, params.SaveTexts)):
+                LEAN["saves"] = LEAN.get("saves", 0) + 1
         return found
 
     params.arguments = counted  # type: ignore[assignment]
@@ -176,17 +180,142 @@ def test_the_create_body_is_read_as_pydantic_reads_it(body: Any, if_none_match: 
     assert _answer(EDGE, event) == expected, request.reproducer()
 
 
+SEARCH = "POST /apps/{app_name}/users/{user_id}/memories/search"
+
+
+def _mostly(common: st.SearchStrategy[Any], *edges: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``common`` three draws in four, else one of ``edges`` (a plain one_of draws the edges far more often)."""
+    return st.integers(0, 3).flatmap(lambda i: st.one_of(*edges) if i == 0 else common)
+
+
+def _search_bodies() -> st.SearchStrategy[Any]:
+    """Search bodies mostly of the shape params.py takes, at its edges: queries around their bounds and blank ones,
+    top_k and min_score inside, on and past their bounds, as integers, floats, booleans, strings and null."""
+    queries = _mostly(
+        st.text(min_size=1, max_size=12).filter(str.strip),
+        st.sampled_from(("", " ", "\t\n", "a", " a ", "é", "\u2003", "\x00", "q" * 10_000, "q" * 10_001)),
+        st.integers(0, 9),
+        st.none(),
+        st.lists(st.text(max_size=3), max_size=2),
+    )
+    counts = _mostly(
+        st.integers(1, 100),
+        st.integers(-2, 102),
+        st.sampled_from((1, 5, 100, 101, 0, -1, 2**63, True, False, 5.0, 1.5, "5", None)),
+    )
+    scores = _mostly(
+        st.one_of(st.floats(0.0, 1.0), st.sampled_from((0, 1, 0.0, -0.0, 1.0, 1e-300, None))),
+        st.floats(-0.5, 1.5),
+        st.sampled_from((2, -1, 1.0000001, True, False, "0.5", [0.5])),
+        st.floats(allow_nan=True, allow_infinity=True),
+    )
+    fields = st.fixed_dictionaries({"query": queries}, optional={"top_k": counts, "min_score": scores})
+    partial = st.fixed_dictionaries({}, optional={"top_k": counts, "min_score": scores})
+    odd = st.fixed_dictionaries(
+        {"query": queries}, optional={"topK": counts, "minScore": scores, "x": st.integers(), "QUERY": queries}
+    )
+    return _mostly(fields, partial, odd, fields.map(lambda b: [b]), st.none())
+
+
+@settings(max_examples=400, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_search_bodies())
+def test_the_search_body_is_read_as_pydantic_reads_it(body: Any) -> None:
+    data = None if body is None else encode(body)
+    headers = (("content-type", "application/json"),)
+    request = Request(SEARCH, "POST", "/apps/fz/users/u1/memories/search", "", headers, data)
+    event = _event(request)
+    assert event is not None
+    expected = _answer(ORACLE, event)
+    got = _answer(EDGE, event)
+    assert got == expected, request.reproducer()
+    assert got[0] < 500, request.reproducer()
+
+
+SAVE = "POST /apps/{app_name}/users/{user_id}/memories"
+
+
+def _save_bodies() -> st.SearchStrategy[Any]:
+    """Save bodies mostly of the two shapes params.py takes, at their edges: texts around their bounds, times as
+    numbers and ISO strings in and out of range, session ids valid or nearly, and the shapes it leaves."""
+    texts = _mostly(
+        st.text(min_size=1, max_size=12).filter(str.strip),
+        st.sampled_from(("", " ", "\n", "é", "t" * 20_000, "t" * 20_001)),
+        st.integers(0, 9),
+        st.none(),
+    )
+    times = _mostly(
+        st.one_of(st.floats(0, 2e9), st.integers(0, 2 * 10**9), st.sampled_from(("2024-01-01", "1700000000.5"))),
+        st.sampled_from((-1, 253_402_300_799, 253_402_300_800, 1e300, True, None, "soon", "2024-01-01T00:00:00+05:00")),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),
+    )
+    item = _mostly(
+        st.fixed_dictionaries({"text": texts}, optional={"timestamp": times}),
+        st.fixed_dictionaries({"text": texts}, optional={"metadata": st.none() | st.just({"k": 1}), "x": texts}),
+        st.fixed_dictionaries({}, optional={"timestamp": times}),
+        texts,
+    )
+    memories = _mostly(
+        st.lists(item, min_size=1, max_size=4),
+        st.just([]),
+        st.lists(st.fixed_dictionaries({"text": st.just("t")}), min_size=100, max_size=101),
+        item,
+    )
+    ids = _mostly(st.sampled_from(SESSIONS), st.sampled_from(("a" * 128, "a" * 129, "-x", "", "é")), st.integers())
+    plain = st.one_of(
+        st.fixed_dictionaries({"memories": memories}),
+        st.fixed_dictionaries({"session_id": ids}),
+        st.fixed_dictionaries({"sessionId": ids}),
+    )
+    odd = st.one_of(
+        st.fixed_dictionaries({"session_id": ids, "sessionId": ids}),
+        st.fixed_dictionaries({"session_id": ids, "policy": st.sampled_from((None, "default", {"preset": "all"}))}),
+        st.fixed_dictionaries({"memories": memories, "session_id": ids}),
+        st.fixed_dictionaries({"events": st.just([])}),
+    )
+    return _mostly(plain, odd, plain.map(lambda b: [b]), st.none(), st.just({}))
+
+
+@settings(max_examples=400, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_save_bodies())
+def test_the_save_body_is_read_as_pydantic_reads_it(body: Any) -> None:
+    data = None if body is None else encode(body)
+    headers = (("content-type", "application/json"),)
+    request = Request(SAVE, "POST", "/apps/fz/users/u1/memories", "", headers, data)
+    event = _event(request)
+    assert event is not None
+    expected = _answer(ORACLE, event)
+    got = _answer(EDGE, event)
+    assert got == expected, request.reproducer()
+    assert got[0] < 500, request.reproducer()
+
+
+def test_a_common_search_body_is_read_without_pydantic_as_pydantic_reads_it() -> None:
+    handler = _handler(TABLE[SEARCH])
+    taken = params.arguments(
+        handler, {"app_name": "a", "user_id": "u"}, None, None, {}, lambda: {"query": "x", "min_score": 1}
+    )
+    assert taken is not None and taken["body"].model_dump() == {"query": "x", "top_k": 5, "min_score": 1.0}
+    assert type(taken["body"].min_score) is float
+    for refused in ({"query": "x", "top_k": True}, {"query": " "}, {"top_k": 5}, {"query": "x", "topK": 5}, None):
+        assert params.arguments(handler, {"app_name": "a", "user_id": "u"}, None, None, {}, lambda r=refused: r) is None
+
+
 def test_the_lean_reading_takes_many_requests_and_leaves_many() -> None:
     """The parity above is not vacuous: params.py took (and so was compared on) many requests, and left some."""
     assert LEAN["taken"] > 1000 and LEAN["left"] > 500, LEAN
-    assert LEAN.get("bodies", 0) > 40, LEAN  # create's bodies taken without pydantic
+    assert LEAN.get("bodies", 0) > 40, LEAN  # create's and search's bodies taken without pydantic
+    assert LEAN.get("searches", 0) > 100, LEAN
+    assert LEAN.get("saves", 0) > 100, LEAN
 
 
 def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -> None:
     session = TABLE["GET /apps/{app_name}/users/{user_id}/sessions/{session_id}"]
     append = TABLE["POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events"]
     create = TABLE["POST /apps/{app_name}/users/{user_id}/sessions"]
+    search = TABLE[SEARCH]
     assert params.plan(_handler(session)).lean and params.plan(_handler(create)).lean
+    assert params.plan(_handler(search)).lean
     assert not params.plan(_handler(append)).lean
     assert params.arguments(
         _handler(session),

@@ -26,7 +26,7 @@ MAX_STATE_BYTES = params.MAX_STATE_BYTES
 MAX_METADATA_BYTES = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
 MAX_TOOL_JSON_BYTES = 2_000_000  # a function call's args, a function response's response (events go to S3)
 MAX_QUERY_CHARS = params.MAX_QUERY_CHARS  # a memory search query
-MAX_MEMORY_TEXT = 20_000  # one directly added memory text
+MAX_MEMORY_TEXT = params.MAX_MEMORY_TEXT  # one directly added memory text
 MAX_PARAMETER_CHARS = params.MAX_PARAMETER_CHARS  # any other query parameter or header
 MAX_BATCH = params.MAX_BATCH  # events in one append, memories in one save
 

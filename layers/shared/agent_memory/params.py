@@ -32,6 +32,7 @@ from .policy.identifiers import IDENTIFIER_PATTERN
 MAX_QUERY_CHARS = 10_000  # a memory search query
 MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
 MAX_BATCH = 100  # events in one append, memories in one save
+MAX_MEMORY_TEXT = 20_000  # one directly added memory text
 MAX_STATE_BYTES = 300_000  # a session's own state and each state delta (bounds.State)
 MAX_TOP_K = 100
 MAX_PAGE = 100
@@ -210,7 +211,129 @@ def new_session(body: Any) -> Any:
     return NewSession(session_id, state)
 
 
-BODIES: dict[str, Callable[[Any], Any]] = {"Annotated[CreateSessionRequest | None, Body()]": new_session}
+class Search:
+    """``requests.SearchRequest`` as this module reads it: the same fields, the same values."""
+
+    __slots__ = ("min_score", "query", "top_k")
+
+    def __init__(self, query: str, top_k: int, min_score: float | None) -> None:
+        self.query = query
+        self.top_k = top_k
+        self.min_score = min_score
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"query": self.query, "top_k": self.top_k, "min_score": self.min_score}
+
+
+_SEARCH_FIELDS = frozenset({"query", "top_k", "min_score"})
+
+
+def search(body: Any) -> Any:
+    """The search's body (``Annotated[SearchRequest, Body()]``, required): ``{query, top_k?, min_score?}`` with a
+    non-blank query of 1 to MAX_QUERY_CHARS characters, a JSON integer top_k from 1 to MAX_TOP_K (default 5) and a
+    JSON number min_score from 0 to 1, or null (pydantic's strict float takes an integer as that float). Anything
+    else (no body, an unknown field, a boolean, a bound passed, text that is not UTF-8) is pydantic's to answer."""
+    if not isinstance(body, dict) or "query" not in body or not set(body) <= _SEARCH_FIELDS:
+        return UNSURE
+    query, top_k, min_score = body["query"], body.get("top_k", 5), body.get("min_score")
+    if type(query) is not str or not 1 <= len(query) <= MAX_QUERY_CHARS or not query.strip() or not _utf8(query):
+        return UNSURE
+    if type(top_k) is not int or not 1 <= top_k <= MAX_TOP_K:
+        return UNSURE
+    if min_score is not None:
+        if type(min_score) not in (int, float) or not 0.0 <= min_score <= 1.0:  # NaN fails the comparison too
+            return UNSURE
+        min_score = float(min_score)
+    return Search(query, top_k, min_score)
+
+
+class SaveSession:
+    """``requests.SaveSessionRequest`` without a policy, as this module reads it."""
+
+    __slots__ = ("policy", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.policy = None
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "policy": None}
+
+
+class Text:
+    """``requests.MemoryText`` without metadata, as this module reads it."""
+
+    __slots__ = ("metadata", "text", "timestamp")
+
+    def __init__(self, text: str, timestamp: float | None) -> None:
+        self.text = text
+        self.metadata = None
+        self.timestamp = timestamp
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"text": self.text, "metadata": None, "timestamp": self.timestamp}
+
+
+class SaveTexts:
+    """``requests.SaveTextsRequest`` of texts without metadata, as this module reads it."""
+
+    __slots__ = ("memories",)
+
+    def __init__(self, memories: list[Text]) -> None:
+        self.memories = memories
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"memories": [m.model_dump() for m in self.memories]}
+
+
+def _time(value: Any) -> Any:
+    """``bounds.TimeInput`` from a JSON value: a number (not a boolean) or a string as ``time_input`` reads it."""
+    if type(value) is str:
+        return time_input(value)
+    if type(value) in (int, float) and math.isfinite(value) and MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:
+        return float(value)
+    return UNSURE
+
+
+def _text(item: Any) -> Any:
+    if not isinstance(item, dict) or "text" not in item or not set(item) <= {"text", "timestamp"}:
+        return UNSURE
+    value = item["text"]
+    if type(value) is not str or not 1 <= len(value) <= MAX_MEMORY_TEXT or not value.strip() or not _utf8(value):
+        return UNSURE
+    timestamp = item.get("timestamp")
+    if timestamp is None:
+        return Text(value, None)
+    seconds = _time(timestamp)
+    return UNSURE if seconds is UNSURE else Text(value, seconds)
+
+
+def save(body: Any) -> Any:
+    """The save's body (``Annotated[SaveMemoriesRequest, Body()]``) in its two plain shapes: ``{session_id}`` (or
+    ``{sessionId}``) with an identifier and no policy, or ``{memories: [{text, timestamp?}, …]}`` with 1 to
+    MAX_BATCH non-blank texts within MAX_MEMORY_TEXT characters and times as ``bounds.TimeInput`` takes them.
+    Anything else (a policy, metadata, explicit events, both spellings, a bound passed) is pydantic's."""
+    if not isinstance(body, dict) or len(body) != 1:
+        return UNSURE
+    ((key, value),) = body.items()
+    if key in ("session_id", "sessionId"):
+        return SaveSession(value) if type(value) is str and _IDENTIFIER.fullmatch(value) else UNSURE
+    if key != "memories" or type(value) is not list or not 1 <= len(value) <= MAX_BATCH:
+        return UNSURE
+    texts = []
+    for item in value:
+        text = _text(item)
+        if text is UNSURE:
+            return UNSURE
+        texts.append(text)
+    return SaveTexts(texts)
+
+
+BODIES: dict[str, Callable[[Any], Any]] = {
+    "Annotated[CreateSessionRequest | None, Body()]": new_session,
+    "Annotated[SearchRequest, Body()]": search,
+    "Annotated[SaveMemoriesRequest, Body()]": save,
+}
 """A body annotation (as a handler writes it) -> its check; any other body is read by pydantic."""
 
 
@@ -224,7 +347,7 @@ class Plan:
         self.lean = True
         for name, parameter in inspect.signature(func).parameters.items():
             annotation = parameter.annotation if isinstance(parameter.annotation, str) else None
-            if annotation in BODIES and parameter.default is None and self.body is None:
+            if annotation in BODIES and parameter.default in (None, inspect.Parameter.empty) and self.body is None:
                 self.body = (name, BODIES[annotation])
                 continue
             spec = SPECS.get(annotation) if annotation is not None else None

@@ -12,12 +12,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..bounds import MAX_BATCH
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
 from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
-from ..models import Event
+from ..params import MAX_BATCH, MAX_TOP_K
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
@@ -25,7 +24,6 @@ from ..policy.profile import Source, aggregate
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..providers.facts import ExtractiveFactExtractor
 from ..providers.ports import FactExtractor
-from ..requests import MAX_TOP_K, MemoryText
 from ..stores.ports import (
     TEXT_PREFIX,
     ClaimStore,
@@ -36,6 +34,10 @@ from ..stores.ports import (
     SessionKey,
     SessionStore,
 )
+
+if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (params.py, issue 14)
+    from ..models import Event
+    from ..requests import MemoryText
 
 logger = logging.getLogger(__name__)
 
