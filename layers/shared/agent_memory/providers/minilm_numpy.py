@@ -17,9 +17,9 @@ dense layer's weight is found through the graph itself: the ``MatMul`` whose out
 (``inner.encoder.layer.3.attention.self.query.bias``) consumes. The ONNX file is protobuf; the few message fields
 read here are decoded by hand (onnx is not a runtime dependency), tensors without a copy (``np.frombuffer``) of
 the file, which is mapped (``mmap``), not read: only the rows a query looks up of the 11.7 MB word table are ever
-touched. The dense weights are dequantised into one arena of transparent huge pages (``_arena``). The model's
-load took 17-24 ms of CPU on the bench machine against 42-45 ms when the file was read and each weight had
-memory of its own; the weights and embeddings are the same to the bit (``tests/unit/test_minilm_load.py``).
+touched. The dense weights are dequantised into one allocation (``_arena``). The model's load took 14-16 ms of
+CPU on the bench machine against 42-51 ms when the file was read and each weight had memory of its own; the
+weights and embeddings are the same to the bit (``tests/unit/test_minilm_load.py``).
 """
 
 from __future__ import annotations
@@ -70,28 +70,12 @@ def one_blas_thread() -> bool:
     return False
 
 
-_HUGE_PAGE = 2 * 1024 * 1024
-
-
 def _arena(count: int) -> F32:
-    """``count`` float32s of fresh memory for the dequantised weights, in transparent huge pages where the kernel
-    gives them (``madvise(MADV_HUGEPAGE)``, the mapping aligned to 2 MB). The 42 MB of float32 weights are new
-    memory, and touching it 4 KB page by 4 KB page was most of the model's load: on the bench machine
-    dequantising into huge pages took 12-21 ms of CPU against 39-40 ms. Without them (a kernel without
-    transparent huge pages, or one that refuses) the same memory in small pages, the same values."""
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is None or count * 4 < _HUGE_PAGE:
-        return np.empty(count, dtype=np.float32)
-    try:
-        region = mmap.mmap(-1, count * 4 + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        whole = np.frombuffer(region, dtype=np.uint8)
-        skip = -whole.ctypes.data % _HUGE_PAGE  # the mapping is page-aligned: skip to the next 2 MB boundary
-        region.madvise(advice, skip, count * 4)
-    except (OSError, ValueError) as exc:
-        logger.debug("no huge pages for the model's weights (%s): small pages", exc)
-        return np.empty(count, dtype=np.float32)
-    out: F32 = whole[skip : skip + count * 4].view(np.float32)
-    return out
+    """``count`` float32s of fresh memory for all the dequantised weights: one allocation, which numpy advises
+    into transparent huge pages where the kernel has them (numpy's ``_get_madvise_hugepage``, on by default; it
+    does so for each allocation of 4 MB or more). The 42 MB of float32 weights are new memory, and touching it
+    4 KB page by 4 KB page, in 36 allocations of 0.6-2.4 MB, was most of the model's load."""
+    return np.empty(count, dtype=np.float32)
 
 
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
