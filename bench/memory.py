@@ -26,7 +26,9 @@ moto runs as a server in this process; every search goes through it over HTTP, a
 - **CPU time** (with ``--baseline``): every thread's CPU time in the fresh process (``time.process_time``: the
   model's preload thread included; moto's is this process's), from the interpreter's first line to the first
   search's answer, and per warm search (median), for this tree and the baseline; and the boto3 floor's. On a
-  shared machine it moves far less than wall time, which a neighbour's load stretches.
+  shared machine it moves far less than wall time, which a neighbour's load stretches. With it, the garbage
+  collections before the first answer (counted with ``gc.callbacks`` from the child's first line, so the handler's
+  import included) and their wall time.
 
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
@@ -133,10 +135,20 @@ def seed_records(n: int) -> list[MemoryRecord]:
 
 
 CHILD = r"""
-import json, resource, sys, time
+import gc, json, resource, sys, time
 events = json.loads(sys.stdin.read())
 started = time.perf_counter()
 cpu_started = time.process_time()  # every thread's CPU (the model's preload included); moto runs in the parent
+gc_runs = [0, 0.0, 0.0]  # collections, and their wall seconds, until the first answer
+
+def gc_probe(phase, info):
+    if phase == "start":
+        gc_runs[2] = time.perf_counter()
+    else:
+        gc_runs[0] += 1
+        gc_runs[1] += time.perf_counter() - gc_runs[2]
+
+gc.callbacks.append(gc_probe)
 import importlib.util
 sys.path.insert(0, {layer!r})
 if {no_preload!r}:
@@ -175,6 +187,7 @@ def peak_rss_mb():
 hits = search(events[0])
 first = time.perf_counter()
 first_cpu = time.process_time()
+gc.callbacks.remove(gc_probe)
 warm = []
 warm_cpu = []
 for event in events[1:]:
@@ -187,7 +200,7 @@ warm.sort()
 warm_cpu.sort()
 print(json.dumps({{"import": imported - started, "first": first - started, "hits": hits,
     "warm": warm[len(warm) // 2], "rss_mb": peak_rss_mb(), "first_cpu": first_cpu - cpu_started,
-    "warm_cpu": warm_cpu[len(warm_cpu) // 2]}}))
+    "warm_cpu": warm_cpu[len(warm_cpu) // 2], "gc_runs": gc_runs[0], "gc_s": gc_runs[1]}}))
 """
 
 FLOOR = r"""
@@ -405,7 +418,8 @@ def main() -> None:
                 cpu_rows.append(
                     f"| {size:,} | {on['first_cpu'] * 1000:.0f} | {base['first_cpu'] * 1000:.0f} | "
                     f"{on['first_cpu'] / base['first_cpu']:.2f} | {on['warm_cpu'] * 1000:.1f} | "
-                    f"{base['warm_cpu'] * 1000:.1f} |"
+                    f"{base['warm_cpu'] * 1000:.1f} | {on['gc_runs']:.0f} / {base['gc_runs']:.0f} | "
+                    f"{on['gc_s'] * 1000:.1f} / {base['gc_s'] * 1000:.1f} |"
                 )
 
         save_rate = 0.0
@@ -447,8 +461,11 @@ def main() -> None:
             f"\nCPU time (every thread of the fresh process, medians; moto's is the parent's): the first search from "
             f"the interpreter's start, and one warm search; boto3 floor {statistics.median(floor_cpus) * 1000:.0f} ms\n"
         )
-        print("| records | first search CPU ms | baseline | now / baseline | warm search CPU ms | baseline |")
-        print("|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| records | first search CPU ms | baseline | now / baseline | warm search CPU ms | baseline | "
+            "GC runs before the first answer, now / baseline | their wall ms, now / baseline |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print("\n".join(cpu_rows))
     if cache is not None:
         print(f"\nseed embeddings: {cache.hits} from the cache, {cache.misses} embedded ({cache.path.name})")
