@@ -5,38 +5,24 @@ in no ``by_ts`` index entry (one index write less per append), and a read by tim
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore
-from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
-from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
-from tests.conftest import BUCKET, TABLE, RequestCounter
+from bench.aws_counter import RequestCounter
+from tests.conftest import BUCKET, TABLE
+from tests.contract import test_session_store
 from tests.contract.test_session_store import event, record
 from tests.contract.test_session_transfer import exported_event
 
 _sessions = itertools.count()
-
-
-@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield InMemorySessionStore()
-    elif request.param == "sqlite":
-        db = SqliteDatabase(tmp_path / "agent-memory.db")
-        yield SqliteSessionStore(db)
-        db.close()
-    else:
-        aws: dict[str, Any] = request.getfixturevalue("aws")
-        yield DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET))
+# every SessionStore adapter, as the session store's contract builds them
+store = test_session_store.store
 
 
 def dynamo(aws: dict[str, Any]) -> DynamoSessionStore:

@@ -1638,10 +1638,10 @@ class DynamoSessionStore:
                 return events
         raise ServiceUnavailable("the session's events kept being deleted while they were read; retry", retry_after=1)
 
-    def _deletion_marks(self, key: SessionKey, *, counter_only: bool = False) -> tuple[int, list[SeqRange]]:
-        """The session's deletion count and the seq ranges of its deletions not purged yet."""
-        # A Query of the one item rather than a GetItem: every function that reads events may Query the table
-        # (the read-only ones, auto-save), not all may GetItem.
+    def _session_attributes(self, key: SessionKey, projection: str) -> dict[str, Any]:
+        """Attributes of the session item (consistent; {} when there is none). A Query of the one item rather
+        than a GetItem: every function that reads events may Query the table (the read-only ones, auto-save),
+        not all may GetItem."""
         response = _Budget().call(
             self._db.query,
             TableName=self._table,
@@ -1651,9 +1651,14 @@ class DynamoSessionStore:
                 ":pk": _s(session_pk(key.app_name, key.user_id)),
                 ":sk": _s(f"S#{key.session_id}"),
             },
-            ProjectionExpression="dels" if counter_only else "dels, hide",
+            ProjectionExpression=projection,
         )
-        item = (response.get("Items") or [{}])[0]
+        item: dict[str, Any] = (response.get("Items") or [{}])[0]
+        return item
+
+    def _deletion_marks(self, key: SessionKey, *, counter_only: bool = False) -> tuple[int, list[SeqRange]]:
+        """The session's deletion count and the seq ranges of its deletions not purged yet."""
+        item = self._session_attributes(key, "dels" if counter_only else "dels, hide")
         return _whole(item, "dels"), _hidden_ranges(item)
 
     def _read_visible(self, key: SessionKey, query: EventQuery, hidden: list[SeqRange]) -> list[dict[str, Any]]:
@@ -1717,18 +1722,7 @@ class DynamoSessionStore:
         (``_TimeOrder``), so the read is about as long as the answer while timestamps follow the seqs. A session
         created before that: from the by_ts index, as its events were written."""
         pk = events_pk(key)
-        response = _Budget().call(
-            self._db.query,
-            TableName=self._table,
-            ConsistentRead=True,
-            KeyConditionExpression="PK = :pk AND SK = :sk",
-            ExpressionAttributeValues={
-                ":pk": _s(session_pk(key.app_name, key.user_id)),
-                ":sk": _s(f"S#{key.session_id}"),
-            },
-            ProjectionExpression="tmax, tskew",
-        )
-        order = _TimeOrder.of((response.get("Items") or [{}])[0])
+        order = _TimeOrder.of(self._session_attributes(key, f"{TIME_MAX_ATTR}, {TIME_SKEW_ATTR}"))
         if order is not None:
             stop = ts - order.skew
             found: list[int] = []
