@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.locomo import CATEGORIES, CachingEmbedder, Conversation, load_conversations
-from bench.locomo_service import session_events
+from bench.locomo_service import store_conversation
 from bench.off_topic import OFF_TOPIC
 
 TUNING = ("26", "30", "41")
@@ -64,7 +64,6 @@ def collect(conversations: Sequence[Conversation]) -> list[Query]:
     os.environ.update({"BACKEND": "memory", "EMBEDDER": "minilm", "POWERTOOLS_METRICS_DISABLED": "true"})
     from agent_memory.composition import Services
     from agent_memory.config import Settings
-    from agent_memory.models import Event
     from agent_memory.providers.embedders import MiniLMEmbedder
 
     services = Services(Settings.from_env())
@@ -73,16 +72,7 @@ def collect(conversations: Sequence[Conversation]) -> list[Query]:
     out: list[Query] = []
     for c, conversation in enumerate(conversations):
         user = f"speaker-pair-{c}"
-        for session_id, events in session_events(conversation):
-            services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
-            for b in range(0, len(events), 100):
-                services.sessions.append_events(
-                    app_name="locomo",
-                    user_id=user,
-                    session_id=session_id,
-                    events=[Event.model_validate(e) for e in events[b : b + 100]],
-                )
-            services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
+        store_conversation(services, user, conversation)
         view = services.memory_store.view("locomo", user)
         index = view.index
         dia = [view.records[i].custom_metadata["dia_id"] for i in index.ids]  # type: ignore[index]

@@ -59,6 +59,24 @@ def session_events(conversation: Conversation) -> list[tuple[str, list[dict[str,
     return out
 
 
+def store_conversation(services: Any, user: str, conversation: Conversation) -> None:
+    """Each of the conversation's sessions created, appended in batches of 100 and saved to ``user``'s memory with
+    policy ``all`` (what auto-save's default policy stores of two people's turns), through a ``Services``'
+    session and memory services: how ``bench.calibrate`` and ``bench.rerank --service`` store LoCoMo."""
+    from agent_memory.models import Event
+
+    for session_id, events in session_events(conversation):
+        services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
+        for b in range(0, len(events), 100):
+            services.sessions.append_events(
+                app_name="locomo",
+                user_id=user,
+                session_id=session_id,
+                events=[Event.model_validate(e) for e in events[b : b + 100]],
+            )
+        services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
+
+
 def ingest_and_search(api: Any, conversation: Conversation, user: str, k: int) -> dict[str, list[str]]:
     """Ingest one conversation through the API as ``user`` and answer its questions: question -> dia_ids, best
     first."""

@@ -373,8 +373,7 @@ def service_indexes(
 
     from agent_memory.composition import Services
     from agent_memory.config import Settings
-    from agent_memory.models import Event
-    from bench.locomo_service import session_events
+    from bench.locomo_service import store_conversation
 
     os.environ.update({"BACKEND": "memory", "EMBEDDER": "minilm", "POWERTOOLS_METRICS_DISABLED": "true"})
     services = Services(Settings.from_env())
@@ -382,16 +381,7 @@ def service_indexes(
     out = []
     for c, conversation in enumerate(conversations):
         user = f"speaker-pair-{c}"
-        for session_id, events in session_events(conversation):
-            services.sessions.create_session(app_name="locomo", user_id=user, session_id=session_id)
-            for b in range(0, len(events), 100):
-                services.sessions.append_events(
-                    app_name="locomo",
-                    user_id=user,
-                    session_id=session_id,
-                    events=[Event.model_validate(e) for e in events[b : b + 100]],
-                )
-            services.memories.save_session(app_name="locomo", user_id=user, session_id=session_id, policy="all")
+        store_conversation(services, user, conversation)
         view = services.memory_store.view("locomo", user)
         assert view.index is not None
         dia = [str(view.records[i].custom_metadata["dia_id"]) for i in view.index.ids]  # type: ignore[index]
