@@ -61,6 +61,31 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out.stdout.splitlines()[-1]))
 
 
+def _fresh(function: str) -> str:
+    """Script lines: ``function``'s handler imported in the fresh interpreter as Lambda's init does (the memory
+    backend, no embedder), as ``module``."""
+    path = ROOT / "functions" / function / "app.py"
+    return (
+        "import importlib.util, json, os\n"
+        f"sys.path.append({str(ROOT)!r})\n"
+        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+    )
+
+
+# Script lines after ``_fresh``: ``answer(method, path, query, body)``, one request as API Gateway sends it through
+# the template's route (importing ``local``, so after any check of what the import alone loaded).
+ANSWER = (
+    "from local.apigw import LambdaContext, http_api_event\n"
+    "from local.template import load_template, routes\n"
+    "def answer(method, path, query=None, body=None):\n"
+    "    route = next(r for r in routes(load_template()) if r.method == method and r.match(method, path))\n"
+    "    event = http_api_event(route, path, route.match(method, path), raw_query=query, body=body)\n"
+    "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
+)
+
+
 @pytest.mark.parametrize("function", SESSION_FUNCTIONS)
 def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str) -> None:
     """Its import (Lambda's init) only: what its first request loads is the edge's business (params.py)."""
@@ -105,25 +130,13 @@ else:
 def test_a_body_less_first_request_loads_no_pydantic() -> None:
     """A fresh get_session function answers its first request (a 404: the memory backend holds nothing) and has
     still not imported pydantic; a bad parameter is then answered by pydantic's validation, which loads it."""
-    path = ROOT / "functions" / "get_session" / "app.py"
     loaded = _modules_after(
-        "import importlib.util, json, os\n"
-        f"sys.path.append({str(ROOT)!r})\n"
-        "os.environ['BACKEND'] = 'memory'\n"
-        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "from local.apigw import LambdaContext, http_api_event\n"
-        "from local.template import load_template, routes\n"
-        "route = next(r for r in routes(load_template()) if r.route_key.endswith('/sessions/{session_id}') "
-        "and r.method == 'GET')\n"
-        "def answer(path, query):\n"
-        "    params = route.match('GET', path)\n"
-        "    event = http_api_event(route, path, params, raw_query=query)\n"
-        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
-        "first = answer('/apps/a/users/u/sessions/s', 'limit=5&num_recent_events=3')\n"
+        _fresh("get_session")
+        + ANSWER
+        + "first = answer('GET', '/apps/a/users/u/sessions/s', 'limit=5&num_recent_events=3')\n"
         "assert first['statusCode'] == 404, first\n"
         "assert 'pydantic' not in sys.modules, 'a body-less request loaded pydantic'\n"
-        "bad = answer('/apps/a/users/u/sessions/s', 'limit=0')\n"
+        "bad = answer('GET', '/apps/a/users/u/sessions/s', 'limit=0')\n"
         "assert bad['statusCode'] == 400 and json.loads(bad['body'])['error']['field'] == 'limit', bad\n"
         "assert 'pydantic' in sys.modules"
     )
@@ -134,28 +147,18 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
     """The search function serves memory routes (the memory service is its own), but nothing built with pydantic:
     a fresh one answers a GET search and a POST search with a common body, and still holds no pydantic; a body
     params.py does not take (``top_k`` 0) is then answered by pydantic's validation, naming the field."""
-    path = ROOT / "functions" / "search_memories" / "app.py"
     loaded = _modules_after(
-        "import importlib.util, json, os\n"
-        f"sys.path.append({str(ROOT)!r})\n"
-        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
-        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        f"cold = set(sys.modules) & set({NOT_ON_THE_COLD_PATH!r})\n"
-        "assert cold <= {'agent_memory.service.memories', 'agent_memory.policy.facts'}, cold\n"
-        "from local.apigw import LambdaContext, http_api_event\n"
-        "from local.template import load_template, routes\n"
-        "def answer(method, query, body):\n"
-        "    path = '/apps/a/users/u/memories/search'\n"
-        "    route = next(r for r in routes(load_template()) if r.method == method and r.match(method, path))\n"
-        "    event = http_api_event(route, path, route.match(method, path), raw_query=query, body=body)\n"
-        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
-        "got = answer('GET', 'query=where%20do%20I%20live&top_k=3', None)\n"
+        _fresh("search_memories")
+        + f"cold = set(sys.modules) & set({NOT_ON_THE_COLD_PATH!r})\n"
+        + "assert cold <= {'agent_memory.service.memories', 'agent_memory.policy.facts'}, cold\n"
+        + ANSWER
+        + "path = '/apps/a/users/u/memories/search'\n"
+        "got = answer('GET', path, 'query=where%20do%20I%20live&top_k=3')\n"
         "assert got['statusCode'] == 200 and json.loads(got['body']) == {'memories': []}, got\n"
-        "got = answer('POST', '', json.dumps({'query': 'where do I live', 'top_k': 3, 'min_score': 0}))\n"
+        "got = answer('POST', path, body=json.dumps({'query': 'where do I live', 'top_k': 3, 'min_score': 0}))\n"
         "assert got['statusCode'] == 200 and json.loads(got['body']) == {'memories': []}, got\n"
         "assert 'pydantic' not in sys.modules, 'a common search loaded pydantic'\n"
-        "bad = answer('POST', '', json.dumps({'query': 'where', 'top_k': 0}))\n"
+        "bad = answer('POST', path, body=json.dumps({'query': 'where', 'top_k': 0}))\n"
         "assert bad['statusCode'] == 422 and json.loads(bad['body'])['error']['field'] == 'top_k', bad\n"
         "assert 'pydantic' in sys.modules"
     )
@@ -165,24 +168,13 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
 def test_a_first_save_of_texts_loads_no_pydantic() -> None:
     """A fresh save function saves plain texts (params.py reads the body) without pydantic; a text with metadata
     is then read by pydantic's validation, which loads it."""
-    path = ROOT / "functions" / "save_memories" / "app.py"
     loaded = _modules_after(
-        "import importlib.util, json, os\n"
-        f"sys.path.append({str(ROOT)!r})\n"
-        "os.environ.update(BACKEND='memory', EMBEDDER='none')\n"
-        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "from local.apigw import LambdaContext, http_api_event\n"
-        "from local.template import load_template, routes\n"
-        "def answer(body):\n"
-        "    path = '/apps/a/users/u/memories'\n"
-        "    route = next(r for r in routes(load_template()) if r.method == 'POST' and r.match('POST', path))\n"
-        "    event = http_api_event(route, path, route.match('POST', path), body=json.dumps(body))\n"
-        "    return module.lambda_handler(event, LambdaContext(function_name='cold'))\n"
-        "got = answer({'memories': [{'text': 'I live in Paris', 'timestamp': '2024-05-01'}, {'text': 'I like tea'}]})\n"
+        _fresh("save_memories") + ANSWER + "def save(body):\n"
+        "    return answer('POST', '/apps/a/users/u/memories', body=json.dumps(body))\n"
+        "got = save({'memories': [{'text': 'I live in Paris', 'timestamp': '2024-05-01'}, {'text': 'I like tea'}]})\n"
         "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 2, 'skipped': 0}, got\n"
         "assert 'pydantic' not in sys.modules, 'a save of plain texts loaded pydantic'\n"
-        "got = answer({'memories': [{'text': 'I like tea', 'metadata': {'k': 1}}]})\n"
+        "got = save({'memories': [{'text': 'I like tea', 'metadata': {'k': 1}}]})\n"
         "assert got['statusCode'] == 200 and json.loads(got['body']) == {'saved': 0, 'skipped': 1}, got\n"
         "assert 'pydantic' in sys.modules"
     )
