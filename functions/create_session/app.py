@@ -12,6 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
+from agent_memory.params import NewSession
 from agent_memory.service.transfer import SessionTransfer
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
@@ -38,11 +39,7 @@ def create_session(
     body: Annotated[CreateSessionRequest | None, Body()] = None,
     if_none_match: IfNoneMatch = None,
 ) -> Response[str]:
-    if body is None:
-        from agent_memory.requests import CreateSessionRequest  # no body: the defaults
-
-        body = CreateSessionRequest()
-    request = body
+    request = body if body is not None else NewSession(None, None)  # no body: CreateSessionRequest's defaults
     session, created = services().sessions.create_session(
         app_name=app_name,
         user_id=user_id,

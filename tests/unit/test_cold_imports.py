@@ -165,6 +165,25 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
     assert "pydantic" in loaded
 
 
+def test_a_create_without_a_body_loads_no_pydantic() -> None:
+    """A fresh create_session function creates a session from no body (the request model's defaults: a generated
+    id, no state) and from a plain one without pydantic; a camelCase body is then read by pydantic."""
+    loaded = _modules_after(
+        _fresh("create_session")
+        + ANSWER
+        + "path = '/apps/a/users/u/sessions'\n"
+        "got = answer('POST', path)\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['state'] == {}, got\n"
+        "got = answer('POST', path, body=json.dumps({'session_id': 's1', 'state': {'k': 1}}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['state'] == {'k': 1}, got\n"
+        "assert 'pydantic' not in sys.modules, 'a plain create loaded pydantic'\n"
+        "got = answer('POST', path, body=json.dumps({'sessionId': 's2'}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['id'] == 's2', got\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
 def test_a_first_save_of_texts_loads_no_pydantic() -> None:
     """A fresh save function saves plain texts (params.py reads the body) without pydantic; a text with metadata
     is then read by pydantic's validation, which loads it."""
