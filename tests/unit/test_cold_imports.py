@@ -169,9 +169,7 @@ def test_a_create_without_a_body_loads_no_pydantic() -> None:
     """A fresh create_session function creates a session from no body (the request model's defaults: a generated
     id, no state) and from a plain one without pydantic; a camelCase body is then read by pydantic."""
     loaded = _modules_after(
-        _fresh("create_session")
-        + ANSWER
-        + "path = '/apps/a/users/u/sessions'\n"
+        _fresh("create_session") + ANSWER + "path = '/apps/a/users/u/sessions'\n"
         "got = answer('POST', path)\n"
         "assert got['statusCode'] == 201 and json.loads(got['body'])['state'] == {}, got\n"
         "got = answer('POST', path, body=json.dumps({'session_id': 's1', 'state': {'k': 1}}))\n"
