@@ -339,12 +339,57 @@ def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: f
 EXTRAS: list[str] = []  # --extra: candidate features beyond the shipped ones, appended before the bias
 
 
-def extra_features(first, top: npt.NDArray[np.int64], names: Sequence[str]) -> F:  # type: ignore[no-untyped-def]
-    """Cheap candidate features the service does not compute (yet), from the first pass."""
+_CONTENT_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+
+def content_words(query: str) -> str:
+    """The query without stop words and the neutral names' "they" / "their" (``--extra content_cos``)."""
+    from agent_memory.search.lexical import STOP_WORDS
+
+    words = [w for w in _CONTENT_WORD.findall(query) if w.lower() not in STOP_WORDS | {"they", "their"}]
+    return " ".join(words) or query
+
+
+def extra_features(  # type: ignore[no-untyped-def]
+    first, top: npt.NDArray[np.int64], names: Sequence[str], index: SearchIndex, query: str, embedder=None
+) -> F:
+    """Cheap candidate features the service does not compute (yet), from the first pass, the candidates' vectors
+    and doc-major rows, and (``content_cos``) one more query embedding."""
     dense, lexical = first.dense[top].astype(np.float64), first.lexical[top].astype(np.float64)
+    config = im.DEFAULT_CONFIG
+    vectors = None
+    if index._vectors is not None and index._scales is not None:
+        vectors = index._vectors[top].astype(np.float64) * index._scales[top, None]
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1), 1e-9)[:, None]
     cols = []
     for name in names:
-        if name == "dense":  # the neutral query's cosine (the ranking's)
+        if name in ("head_max", "head_mean"):  # likeness to the first pass's top 5 (pseudo-relevance, dense)
+            assert vectors is not None
+            head = vectors[:5]
+            if name == "head_max":
+                sim = vectors @ head.T
+                sim[np.arange(min(5, len(top))), np.arange(min(5, len(top)))] = -1.0  # not with itself
+                cols.append(sim.max(axis=1))
+            else:
+                centroid = head.mean(axis=0)
+                cols.append(vectors @ (centroid / max(float(np.linalg.norm(centroid)), 1e-9)))
+        elif name in ("prf3", "prf5"):  # BM25 of the top 3 / 5's expansion terms (as search/feedback.py), / best
+            from agent_memory.search.feedback import expansion_terms
+
+            seeds = top[: int(name[-1])]
+            weights = first.ranking[seeds].astype(np.float32)
+            weights = weights - np.float32(min(0.0, float(weights.min()))) + np.float32(1e-3)
+            terms = expansion_terms(index, query, seeds, weights, 10)
+            extra = index._bm25(terms, config)[top].astype(np.float64) if terms else np.zeros(len(top))
+            cols.append(extra / extra.max() if extra.max() > 0 else extra)
+        elif name in ("pool_cos_z", "pool_lex_z"):  # z-scores among the candidates
+            v = dense if name == "pool_cos_z" else lexical
+            cols.append((v - v.mean()) / (v.std() + 1e-9))
+        elif name == "content_cos":  # the cosine with the (neutral) query's content words alone
+            assert vectors is not None and embedder is not None
+            qv = embedder.embed([content_words(index._dense_query(query, config))])[0].astype(np.float64)
+            cols.append(vectors @ (qv / max(float(np.linalg.norm(qv)), 1e-9)))
+        elif name == "dense":  # the neutral query's cosine (the ranking's)
             cols.append(dense)
         elif name == "dense_pool_rank":  # log(1 + rank of the ranking's cosine among the candidates)
             rank = np.empty(len(top))
@@ -395,10 +440,12 @@ def shipped_rows(
     depth: int,
     min_score: float | None,
     service: bool = False,
+    categories: Sequence[int] = CATEGORIES,
 ) -> list[QuestionRows]:
     """Each question's first-pass top ``depth`` with the features the service's rerank computes
     (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs);
-    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.locomo``'s."""
+    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.locomo``'s;
+    ``categories``: the questions' (category 5, adversarial, only as more training questions: ``--nonlinear``)."""
     config = im.DEFAULT_CONFIG
     out: list[QuestionRows] = []
     built = (
@@ -408,13 +455,14 @@ def shipped_rows(
     )
     for conversation, (index, names) in zip(conversations, built, strict=True):
         for q in conversation.questions:
-            if q.category not in CATEGORIES or not q.evidence:
+            if q.category not in categories or not q.evidence:
                 continue
             first = index._first_pass(q.question, embedder, frozenset(), config, min_score)
             top = index._top_positions(first.ranking, depth, frozenset(), positive_only=first.positive_only)
             feats = index._rerank_features(q.question, first, top, config)
             if EXTRAS:
-                feats = np.hstack([feats[:, :-1], extra_features(first, top, EXTRAS), feats[:, -1:]])
+                extra = extra_features(first, top, EXTRAS, index, q.question, embedder)
+                feats = np.hstack([feats[:, :-1], extra, feats[:, -1:]])
             ids = [names[p] for p in top.tolist()]
             wanted = set(q.evidence)
             out.append(
@@ -483,6 +531,293 @@ def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, k
     print(f"rerank_depth={depth}\nRERANK = Rerank(weights=({names_w}))  # {', '.join(im.RERANK_FEATURES)}")
 
 
+# --------------------------------------------------------------------------------------------------------------
+# --nonlinear: reorderers beyond the logistic regression (issue 13; measured, none taken)
+# --------------------------------------------------------------------------------------------------------------
+
+Tree = list[tuple[int, float, int, int, float]]  # nodes: (feature or -1 for a leaf, threshold, left, right, value)
+
+
+def grow_tree(binned: npt.NDArray[np.int64], cuts: list[F], g: F, h: F, depth: int, min_leaf: int, l2: float) -> Tree:
+    """One regression tree on the gradients ``g`` and hessians ``h`` (``fit_trees``), best split first."""
+    nodes: Tree = []
+    f = binned.shape[1]
+
+    def grow(rows: npt.NDArray[np.int64], level: int) -> int:
+        gs, hs = float(g[rows].sum()), float(h[rows].sum())
+        leaf = -gs / (hs + l2)
+        best: tuple[float, int, int] = (1e-12, -1, -1)
+        if level < depth and len(rows) >= 2 * min_leaf:
+            parent = gs * gs / (hs + l2)
+            for j in range(f):
+                width = len(cuts[j]) + 1
+                if width < 2:
+                    continue
+                b = binned[rows, j]
+                gl = np.cumsum(np.bincount(b, g[rows], width))[:-1]
+                hl = np.cumsum(np.bincount(b, h[rows], width))[:-1]
+                cl = np.cumsum(np.bincount(b, None, width))[:-1]
+                gain = gl * gl / (hl + l2) + (gs - gl) ** 2 / (hs - hl + l2) - parent
+                gain[(cl < min_leaf) | (len(rows) - cl < min_leaf)] = -np.inf
+                k = int(np.argmax(gain))
+                if gain[k] > best[0]:
+                    best = (float(gain[k]), j, k)
+        me = len(nodes)
+        if best[1] < 0:
+            nodes.append((-1, 0.0, -1, -1, leaf))
+            return me
+        j, k = best[1], best[2]
+        nodes.append((j, 0.0, -1, -1, 0.0))
+        left = binned[rows, j] <= k
+        nodes[me] = (j, float(cuts[j][k]), grow(rows[left], level + 1), grow(rows[~left], level + 1), 0.0)
+        return me
+
+    grow(np.arange(len(binned)), 0)
+    return nodes
+
+
+def fit_trees(
+    x: F,
+    y: npt.NDArray[np.bool_],
+    trees: int,
+    depth: int,
+    rate: float,
+    min_leaf: int,
+    l2: float = 1.0,
+    bins: int = 32,
+    init: F | None = None,
+) -> tuple[float, float, list[Tree]]:
+    """Gradient-boosted regression trees on the log loss (Newton leaves, L2 ``l2``), splits at the features'
+    quantiles (``bins``), each leaf at least ``min_leaf`` rows: (bias, rate, trees). ``init``: each row's starting
+    logit (boosting on top of another model, e.g. the logistic regression's), else the base rate's."""
+    n, f = x.shape
+    cuts = [np.unique(np.quantile(x[:, j], np.linspace(0, 1, bins + 1)[1:-1])) for j in range(f)]
+    binned = np.stack([np.searchsorted(cuts[j], x[:, j], side="left") for j in range(f)], axis=1)  # bin <= k: <= cut
+    rate_y = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+    bias = 0.0 if init is not None else math.log(rate_y / (1 - rate_y))
+    z = np.full(n, bias) if init is None else init.astype(np.float64).copy()
+    target = y.astype(np.float64)
+    out: list[Tree] = []
+    for _ in range(trees):
+        p = 1.0 / (1.0 + np.exp(-z))
+        g, h = p - target, p * (1 - p)
+        nodes = grow_tree(binned, cuts, g, h, depth, min_leaf, l2)
+        out.append(nodes)
+        z += rate * tree_values(nodes, x)
+    return bias, rate, out
+
+
+def tree_values(nodes: Tree, x: F) -> F:
+    values = np.zeros(len(x))
+
+    def walk(i: int, rows: npt.NDArray[np.int64]) -> None:
+        j, cut, left, right, value = nodes[i]
+        if j < 0:
+            values[rows] = value
+            return
+        below = x[rows, j] <= cut
+        walk(left, rows[below])
+        walk(right, rows[~below])
+
+    walk(0, np.arange(len(x)))
+    return values
+
+
+def loco_scores(rows: Sequence[QuestionRows], train_rows: Sequence[QuestionRows], fitter, keep: int, depth: int):  # type: ignore[no-untyped-def]
+    """Held-out recall@5 / @10 (one tuning conversation out) of the order ``fitter`` gives below the top ``keep``
+    (the service's order), and each question's held-out recall@10; ``fitter(x, y)`` returns a scoring function of
+    feature rows (the last column the bias); ``train_rows`` may hold more questions than ``rows``."""
+    names = sorted({r.conversation for r in rows})
+    r5: dict[int, float] = {}
+    r10: dict[int, float] = {}
+    for held in names:
+        train = [r for r in train_rows if r.conversation != held]
+        x = np.vstack([r.features[:depth] for r in train])
+        y = np.concatenate([r.labels[:depth] for r in train])
+        score = fitter(x, y)
+        for i, row in enumerate(rows):
+            if row.conversation != held:
+                continue
+            k = min(depth, len(row.ids))
+            order = np.arange(len(row.ids))
+            if k > keep + 1:
+                tail = keep + np.argsort(-score(row.features[keep:k]), kind="stable")
+                order = np.concatenate([np.arange(keep), tail, np.arange(k, len(row.ids))])
+            ranked = [row.ids[j] for j in order]
+            r5[i], r10[i] = recall_at_k(ranked, row.evidence, 5), recall_at_k(ranked, row.evidence, 10)
+    return float(np.mean(list(r5.values()))), float(np.mean(list(r10.values()))), [r10[i] for i in range(len(rows))]
+
+
+def logistic_fitter(l2: float, standardise: bool = False):  # type: ignore[no-untyped-def]
+    def fitter(x: F, y: npt.NDArray[np.bool_]):  # type: ignore[no-untyped-def]
+        mu = x[:, :-1].mean(axis=0) if standardise else np.zeros(x.shape[1] - 1)
+        sd = x[:, :-1].std(axis=0) + 1e-9 if standardise else np.ones(x.shape[1] - 1)
+        w = fit_logistic((x[:, :-1] - mu) / sd, y, l2)
+        return lambda rows: ((rows[:, :-1] - mu) / sd) @ w[:-1] + w[-1]
+
+    return fitter
+
+
+def trees_fitter(trees: int, depth: int, rate: float, min_leaf: int, on_logistic: bool):  # type: ignore[no-untyped-def]
+    """Boosted trees over the features (not the bias column); ``on_logistic``: boosting from the logistic
+    regression's logits (L2 1, the shipped fit), so the trees only correct it."""
+
+    def fitter(x: F, y: npt.NDArray[np.bool_]):  # type: ignore[no-untyped-def]
+        w = fit_logistic(x[:, :-1], y, 1.0) if on_logistic else None
+        init = None if w is None else x[:, :-1] @ w[:-1] + w[-1]
+        bias, rate_, model = fit_trees(x[:, :-1], y, trees, depth, rate, min_leaf, init=init)
+
+        def score(rows: F) -> F:
+            z = np.full(len(rows), bias) if w is None else rows[:, :-1] @ w[:-1] + w[-1]
+            for nodes in model:
+                z = z + rate_ * tree_values(nodes, rows[:, :-1])
+            return z
+
+        return score
+
+    return fitter
+
+
+def nonlinear(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, service: bool) -> None:
+    """Issue 13's second session: reorderers of the top 50 beyond the shipped logistic regression, by held-out
+    recall@10 (one tuning conversation out) on the same rows: the logistic regression standardised, boosted trees
+    (numpy, log loss), trees boosted on top of the logistic regression, and the logistic regression trained with
+    the tuning conversations' category 5 (adversarial) questions too, which have evidence but are not scored. With
+    ``--extra NAME`` the rows carry more features (``extra_features``). The validation conversations are not read."""
+    depth = 50
+    rows = shipped_rows(tuning, embedder, depth, cut, service)
+    adversarial = shipped_rows(tuning, embedder, depth, cut, service, categories=(5,))
+    base = recalls(rows, lambda r: np.arange(len(r.ids)))
+    label = "service's memories" if service else "bench.locomo's documents"
+    extras = f", extra features {', '.join(EXTRAS)}" if EXTRAS else ""
+    print(f"{label}{extras}: first pass (min_score {cut}) {base[0]:.3f} / {base[1]:.3f} ({len(rows)} questions)")
+    _, shipped10, shipped = loco_scores(rows, rows, logistic_fitter(1.0), keep, depth)
+    candidates: list[tuple[str, Sequence[QuestionRows], object]] = [("logistic regression, L2 1 (shipped)", rows, None)]
+    candidates += [
+        (f"logistic regression, standardised, L2 {l2:g}", rows, logistic_fitter(l2, True)) for l2 in (1, 10, 100)
+    ]
+    candidates.append(("logistic regression, L2 1, + category 5 questions in training", rows + adversarial, None))
+    for trees, tree_depth, rate, min_leaf in (
+        (50, 2, 0.1, 50),
+        (100, 2, 0.1, 50),
+        (300, 2, 0.05, 100),
+        (100, 3, 0.1, 200),
+    ):
+        name = f"boosted trees, {trees} x depth {tree_depth}, rate {rate:g}, leaves >= {min_leaf}"
+        candidates.append((name, rows, trees_fitter(trees, tree_depth, rate, min_leaf, False)))
+    for trees, min_leaf in ((50, 200), (100, 100), (100, 200), (100, 400), (200, 200)):
+        name = f"trees on the logistic regression, {trees} x depth 2, rate 0.05, leaves >= {min_leaf}"
+        candidates.append((name, rows, trees_fitter(trees, 2, 0.05, min_leaf, True)))
+    for name, train, fitter in candidates:
+        r5, r10, per = loco_scores(rows, train, fitter or logistic_fitter(1.0), keep, depth)
+        better = sum(a > b + 1e-9 for a, b in zip(per, shipped, strict=True))
+        worse = sum(a < b - 1e-9 for a, b in zip(per, shipped, strict=True))
+        print(
+            f"{name}: held out {r5:.3f} / {r10:.4f} ({r10 - shipped10:+.4f}; {better} questions better, {worse} worse)",
+            flush=True,
+        )
+
+
+MODEL_PATH = Path(__file__).resolve().parents[1] / "layers" / "shared" / "agent_memory" / "search" / "rerank_model.py"
+TREE_GRID = tuple((trees, leaf) for trees in (50, 100, 200) for leaf in (100, 200, 400))  # depth 2, rate 0.05
+
+
+def complete_tree(
+    nodes: Tree, rate: float
+) -> tuple[tuple[int, int, int], tuple[float, float, float], tuple[float, ...]]:
+    """A depth-2 tree of ``fit_trees`` in ``search.index.RerankTrees``' complete form (the rate folded into the
+    leaves; a node that did not split tests against +inf, with equal leaves)."""
+    inf = math.inf
+
+    def child(i: int) -> tuple[int, float, float, float]:
+        j, cut, left, right, value = nodes[i]
+        if j < 0:
+            return 0, inf, rate * value, rate * value
+        assert nodes[left][0] < 0 and nodes[right][0] < 0, "depth 2 only"
+        return j, cut, rate * nodes[left][4], rate * nodes[right][4]
+
+    j, cut, left, right, value = nodes[0]
+    if j < 0:
+        return (0, 0, 0), (inf, inf, inf), (rate * value,) * 4
+    lj, lc, l0, l1 = child(left)
+    rj, rc, r0, r1 = child(right)
+    return (j, lj, rj), (cut, lc, rc), (l0, l1, r0, r1)
+
+
+def fit_rerank_trees(
+    tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, write: bool
+) -> None:
+    """The shipped rerank (``search.index.RERANK``): the logistic regression (L2 1, every row of the top 50) and
+    trees of depth 2 boosted on its logits (rate 0.05), fitted on the tuning questions' rows over both
+    representations of the conversations, ``bench.locomo``'s documents and the memories as the service stores
+    them (what ``make run`` searches); the trees' count and least leaf by the mean of the two held-out recall@10
+    (one tuning conversation out; ties: fewer trees, then larger leaves), then fitted on all three. ``write``:
+    into ``search/rerank_model.py``. The validation conversations are not read."""
+    depth = 50
+    docs = shipped_rows(tuning, embedder, depth, cut, False)
+    service = shipped_rows(tuning, embedder, depth, cut, True)
+    both = docs + service
+    for label, rows in (("bench.locomo's documents", docs), ("the service's memories", service)):
+        base = recalls(rows, lambda r: np.arange(len(r.ids)))
+        r5, r10, _ = loco_scores(rows, both, logistic_fitter(1.0), keep, depth)
+        print(f"{label}: first pass {base[0]:.3f} / {base[1]:.4f}; logistic regression held out {r5:.3f} / {r10:.4f}")
+    results = []
+    for trees, leaf in TREE_GRID:
+        fitter = trees_fitter(trees, 2, 0.05, leaf, True)
+        held = [loco_scores(rows, both, fitter, keep, depth)[1] for rows in (docs, service)]
+        results.append((float(np.mean(held)), -trees, leaf))
+        print(
+            f"{trees} trees, leaves >= {leaf}: held out recall@10 {held[0]:.4f} / {held[1]:.4f},"
+            f" mean {np.mean(held):.4f}",
+            flush=True,
+        )
+    mean, neg_trees, leaf = max(results)
+    trees = -neg_trees
+    x = np.vstack([r.features[:depth] for r in both])
+    y = np.concatenate([r.labels[:depth] for r in both])
+    w = fit_logistic(x[:, :-1], y, 1.0)
+    bias, rate, model = fit_trees(x[:, :-1], y, trees, 2, 0.05, leaf, init=x[:, :-1] @ w[:-1] + w[-1])
+    assert bias == 0.0
+    forms = [complete_tree(nodes, rate) for nodes in model]
+    print(f"chosen: {trees} trees, leaves >= {leaf} (held out mean {mean:.4f})")
+    weights = ", ".join(f"{v:.6f}" for v in w)
+    if not write:
+        print(f"RERANK_WEIGHTS = ({weights})  # {', '.join(im.RERANK_FEATURES)}")
+        return
+
+    def number(v: float) -> str:
+        return "INF" if v == math.inf else repr(float(v))
+
+    lines = [
+        '"""The learned rerank\'s constants (``search.index.RERANK``), written by',
+        "``.venv/bin/python -m bench.rerank --cache FILE --fit-trees --write`` (issue 13): the logistic regression's",
+        f"weights (one per ``RERANK_FEATURES``, the last the bias) and {trees} trees of depth 2 boosted on its logit",
+        f"(rate 0.05 folded into the leaves, leaves of at least {leaf} rows), in ``RerankTrees``' complete form,",
+        'fitted on LoCoMo\'s tuning conversations (26, 30, 41). Generated: do not edit by hand."""',
+        "",
+        'INF = float("inf")',
+        "",
+        "RERANK_WEIGHTS = (",
+        *[f"    {v:.6f}," for v in w],
+        ")",
+        "",
+        "RERANK_TREES = (",
+        "    (  # features: root, then the root-true and root-false child",
+        *[f"        {f},".replace(" ", " ") for f, _, _ in forms],
+        "    ),",
+        "    (  # thresholds",
+        *["        (" + ", ".join(number(v) for v in t) + ")," for _, t, _ in forms],
+        "    ),",
+        "    (  # leaves: root true / child true, root true / child false, root false / child true, both false",
+        *["        (" + ", ".join(repr(round(float(v), 6)) for v in leaves) + ")," for _, _, leaves in forms],
+        "    ),",
+        ")",
+        "",
+    ]
+    MODEL_PATH.write_text("\n".join(lines))
+    print(f"wrote {MODEL_PATH}")
+
+
 def main() -> None:
     global STATIC_W, DENSE_W
     parser = argparse.ArgumentParser()
@@ -495,7 +830,10 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
     parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
     parser.add_argument("--service", action="store_true", help="--fit: over the memories as the service stores them")
-    parser.add_argument("--extra", action="append", default=[], help="--fit: a candidate feature to add")
+    parser.add_argument("--extra", action="append", default=[], help="--fit / --nonlinear: a feature to add")
+    parser.add_argument("--nonlinear", action="store_true", help="reorderers beyond the logistic regression")
+    parser.add_argument("--fit-trees", action="store_true", help="fit the shipped rerank (logistic + trees)")
+    parser.add_argument("--write", action="store_true", help="--fit-trees: write search/rerank_model.py")
     args = parser.parse_args()
     EXTRAS.extend(args.extra)
     embedder = CachingEmbedder(MiniLMEmbedder())
@@ -504,6 +842,14 @@ def main() -> None:
         load_static(args.static)
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
+    if args.fit_trees:
+        fit_rerank_trees(tuning, embedder, args.cut, args.keep, args.write)
+        embedder.save(args.cache)
+        return
+    if args.nonlinear:
+        nonlinear(tuning, embedder, args.cut, args.keep, args.service)
+        embedder.save(args.cache)
+        return
     if args.fit:
         fit(tuning, embedder, args.cut, args.keep, args.service)
         if args.service:
