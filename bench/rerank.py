@@ -8,7 +8,11 @@ penalty for memories that are mostly questions, sentence-level max-sim, a length
 author term). Its top ``--depth`` candidates of each question get a feature vector; by default a logistic
 regression over them is fitted on two tuning conversations and checked on the third (leave one conversation
 out). ``--author-fit``: the calibrated score's author weight, by Platt scaling over the retrieved top 10 with
-the other constants' logit as the offset, and tuning recall with the cut at a few weights.
+the other constants' logit as the offset, and tuning recall with the cut at a few weights. ``--fit``: the shipped
+rerank's logistic regression (``search.index.RERANK``). ``--nonlinear`` (issue 13, second session): reorderers
+beyond it (standardised logistic regression, boosted trees in numpy, trees boosted on the logistic regression, more
+training questions), held out one tuning conversation at a time, with ``--extra NAME`` for more features;
+``--fit-trees``: the tree candidate that was built, measured through ``make run`` and not taken (README).
 """
 
 from __future__ import annotations
@@ -718,41 +722,16 @@ def nonlinear(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: fl
         )
 
 
-MODEL_PATH = Path(__file__).resolve().parents[1] / "layers" / "shared" / "agent_memory" / "search" / "rerank_model.py"
 TREE_GRID = tuple((trees, leaf) for trees in (50, 100, 200) for leaf in (100, 200, 400))  # depth 2, rate 0.05
 
 
-def complete_tree(
-    nodes: Tree, rate: float
-) -> tuple[tuple[int, int, int], tuple[float, float, float], tuple[float, ...]]:
-    """A depth-2 tree of ``fit_trees`` in ``search.index.RerankTrees``' complete form (the rate folded into the
-    leaves; a node that did not split tests against +inf, with equal leaves)."""
-    inf = math.inf
-
-    def child(i: int) -> tuple[int, float, float, float]:
-        j, cut, left, right, value = nodes[i]
-        if j < 0:
-            return 0, inf, rate * value, rate * value
-        assert nodes[left][0] < 0 and nodes[right][0] < 0, "depth 2 only"
-        return j, cut, rate * nodes[left][4], rate * nodes[right][4]
-
-    j, cut, left, right, value = nodes[0]
-    if j < 0:
-        return (0, 0, 0), (inf, inf, inf), (rate * value,) * 4
-    lj, lc, l0, l1 = child(left)
-    rj, rc, r0, r1 = child(right)
-    return (j, lj, rj), (cut, lc, rc), (l0, l1, r0, r1)
-
-
-def fit_rerank_trees(
-    tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, write: bool
-) -> None:
-    """The shipped rerank (``search.index.RERANK``): the logistic regression (L2 1, every row of the top 50) and
-    trees of depth 2 boosted on its logits (rate 0.05), fitted on the tuning questions' rows over both
-    representations of the conversations, ``bench.locomo``'s documents and the memories as the service stores
-    them (what ``make run`` searches); the trees' count and least leaf by the mean of the two held-out recall@10
-    (one tuning conversation out; ties: fewer trees, then larger leaves), then fitted on all three. ``write``:
-    into ``search/rerank_model.py``. The validation conversations are not read."""
+def fit_rerank_trees(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int) -> None:
+    """The tree candidate of issue 13's second session (built, measured through ``make run``, not taken; README):
+    the logistic regression (L2 1, every row of the top 50) and trees of depth 2 boosted on its logits (rate
+    0.05), fitted on the tuning questions' rows over both representations of the conversations, ``bench.locomo``'s
+    documents and the memories as the service stores them (what ``make run`` searches); the trees' count and
+    least leaf by the mean of the two held-out recall@10 (one tuning conversation out; ties: fewer trees, then
+    larger leaves), then fitted on all three. The validation conversations are not read."""
     depth = 50
     docs = shipped_rows(tuning, embedder, depth, cut, False)
     service = shipped_rows(tuning, embedder, depth, cut, True)
@@ -778,44 +757,22 @@ def fit_rerank_trees(
     w = fit_logistic(x[:, :-1], y, 1.0)
     bias, rate, model = fit_trees(x[:, :-1], y, trees, 2, 0.05, leaf, init=x[:, :-1] @ w[:-1] + w[-1])
     assert bias == 0.0
-    forms = [complete_tree(nodes, rate) for nodes in model]
-    print(f"chosen: {trees} trees, leaves >= {leaf} (held out mean {mean:.4f})")
-    weights = ", ".join(f"{v:.6f}" for v in w)
-    if not write:
-        print(f"RERANK_WEIGHTS = ({weights})  # {', '.join(im.RERANK_FEATURES)}")
-        return
+    del bias, rate
+    scores = []
+    for rows in (docs, service):
 
-    def number(v: float) -> str:
-        return "INF" if v == math.inf else repr(float(v))
+        def order(row: QuestionRows) -> npt.NDArray[np.int64]:
+            k = min(depth, len(row.ids))
+            if k <= keep + 1:
+                return np.arange(len(row.ids))
+            f = row.features[keep:k]
+            z = f[:, :-1] @ w[:-1] + w[-1] + sum(0.05 * tree_values(nodes, f[:, :-1]) for nodes in model)
+            tail = keep + np.argsort(-z, kind="stable")
+            return np.concatenate([np.arange(keep), tail, np.arange(k, len(row.ids))])
 
-    lines = [
-        '"""The learned rerank\'s constants (``search.index.RERANK``), written by',
-        "``.venv/bin/python -m bench.rerank --cache FILE --fit-trees --write`` (issue 13): the logistic regression's",
-        f"weights (one per ``RERANK_FEATURES``, the last the bias) and {trees} trees of depth 2 boosted on its logit",
-        f"(rate 0.05 folded into the leaves, leaves of at least {leaf} rows), in ``RerankTrees``' complete form,",
-        'fitted on LoCoMo\'s tuning conversations (26, 30, 41). Generated: do not edit by hand."""',
-        "",
-        'INF = float("inf")',
-        "",
-        "RERANK_WEIGHTS = (",
-        *[f"    {v:.6f}," for v in w],
-        ")",
-        "",
-        "RERANK_TREES = (",
-        "    (  # features: root, then the root-true and root-false child",
-        *[f"        {f},".replace(" ", " ") for f, _, _ in forms],
-        "    ),",
-        "    (  # thresholds",
-        *["        (" + ", ".join(number(v) for v in t) + ")," for _, t, _ in forms],
-        "    ),",
-        "    (  # leaves: root true / child true, root true / child false, root false / child true, both false",
-        *["        (" + ", ".join(repr(round(float(v), 6)) for v in leaves) + ")," for _, _, leaves in forms],
-        "    ),",
-        ")",
-        "",
-    ]
-    MODEL_PATH.write_text("\n".join(lines))
-    print(f"wrote {MODEL_PATH}")
+        scores.append(recalls(rows, order)[1])
+    print(f"chosen: {trees} trees, leaves >= {leaf} (held out mean {mean:.4f}); fitted on all tuning, in-sample")
+    print(f"recall@10 {scores[0]:.4f} / {scores[1]:.4f} (documents / service's memories)")
 
 
 def main() -> None:
@@ -833,7 +790,6 @@ def main() -> None:
     parser.add_argument("--extra", action="append", default=[], help="--fit / --nonlinear: a feature to add")
     parser.add_argument("--nonlinear", action="store_true", help="reorderers beyond the logistic regression")
     parser.add_argument("--fit-trees", action="store_true", help="fit the shipped rerank (logistic + trees)")
-    parser.add_argument("--write", action="store_true", help="--fit-trees: write search/rerank_model.py")
     args = parser.parse_args()
     EXTRAS.extend(args.extra)
     embedder = CachingEmbedder(MiniLMEmbedder())
@@ -843,7 +799,7 @@ def main() -> None:
     conversations = load_conversations()
     tuning = [c for c in conversations if c.name in TUNING]
     if args.fit_trees:
-        fit_rerank_trees(tuning, embedder, args.cut, args.keep, args.write)
+        fit_rerank_trees(tuning, embedder, args.cut, args.keep)
         embedder.save(args.cache)
         return
     if args.nonlinear:

@@ -67,7 +67,6 @@ from agent_memory.search.lexical import (
     temporal_question,
     tokenize,
 )
-from agent_memory.search.rerank_model import RERANK_TREES, RERANK_WEIGHTS
 
 if TYPE_CHECKING:
     from agent_memory.providers.embedders import Embedder
@@ -245,49 +244,14 @@ def _embedding_text(doc: Doc) -> str:
 
 
 @dataclass(frozen=True)
-class RerankTrees:
-    """Boosted regression trees of depth 2 added to the rerank's logit (``Rerank.trees``), in a complete form:
-    tree t tests ``features[t, 0] <= thresholds[t, 0]`` at its root, then ``features[t, 1]`` (root true) or
-    ``features[t, 2]`` (root false) against its threshold, and adds ``leaves[t, 2 * root_false + child_false]``
-    (the learning rate folded in). A node that did not split tests against +inf (always true), with equal leaves.
-    Features are indices into ``RERANK_FEATURES`` (never the bias)."""
-
-    features: tuple[tuple[int, int, int], ...]
-    thresholds: tuple[tuple[float, float, float], ...]
-    leaves: tuple[tuple[float, float, float, float], ...]
-
-    def values(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """The trees' sum for each row of ``rows`` (candidates x ``RERANK_FEATURES``): a few gathers and
-        comparisons over candidates x trees, no loop over the trees."""
-        if not self.features or not len(rows):
-            return np.zeros(len(rows))
-        features = np.asarray(self.features, dtype=np.intp)
-        thresholds = np.asarray(self.thresholds, dtype=np.float64)
-        leaves = np.asarray(self.leaves, dtype=np.float64)
-        root = rows[:, features[:, 0]] <= thresholds[:, 0]  # (candidates, trees)
-        child = np.where(root, rows[:, features[:, 1]] <= thresholds[:, 1], rows[:, features[:, 2]] <= thresholds[:, 2])
-        leaf = 2 * (~root) + (~child)
-        out: npt.NDArray[np.float64] = np.take_along_axis(leaves[None, :, :], leaf[:, :, None], axis=2)[:, :, 0].sum(1)
-        return out
-
-
-@dataclass(frozen=True)
 class Rerank:
     """The learned rerank below the head (issue 13, recall@10): a logistic regression over ``RERANK_FEATURES`` of
-    the first pass's top ``SearchConfig.rerank_depth`` memories, plus boosted trees (``RerankTrees``) that correct
-    its logit; the first pass's top ``rerank_keep`` stay in place (so recall at that depth cannot move) and the
-    others are ordered by ``features @ weights + trees(features)``. Fitted on LoCoMo's tuning conversations (26,
-    30, 41) by ``bench/rerank.py --fit-trees``, which writes these constants (``search/rerank_model.py``); the
+    the first pass's top ``SearchConfig.rerank_depth`` memories; the first pass's top ``rerank_keep`` stay in
+    place (so recall at that depth cannot move) and the others are ordered by ``features @ weights``. Fitted on
+    LoCoMo's tuning conversations (26, 30, 41) by ``bench/rerank.py --fit``, which prints these constants; the
     model only orders, it is never a returned score."""
 
     weights: tuple[float, ...]  # one per RERANK_FEATURES, the last the bias
-    trees: RerankTrees | None = None
-
-    def logits(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        out: npt.NDArray[np.float64] = rows @ np.asarray(self.weights, dtype=np.float64)
-        if self.trees is not None:
-            out = out + self.trees.values(rows)
-        return out
 
 
 # Each candidate's features, all from what the first pass has computed or from the candidate's own rows of the
@@ -312,10 +276,27 @@ RERANK_FEATURES = (
     "log_len",
     "bias",
 )
-# .venv/bin/python -m bench.rerank --cache FILE --fit-trees --write: the logistic regression and 200 trees of depth
-# 2 boosted on it (rate 0.05, leaves of at least 400 rows), chosen by held-out recall@10 (one tuning conversation
-# out) over the memories as bench.locomo builds them and as the service stores them, fitted on both.
-RERANK = Rerank(weights=RERANK_WEIGHTS, trees=RerankTrees(*RERANK_TREES))
+# .venv/bin/python -m bench.rerank --cache FILE --fit: the best of depth 20 / 30 / 50 x L2 1 / 10 x fitting every
+# row or only the reordered ones, by recall@10 with one tuning conversation held out (0.840 -> 0.848; depth 20 and
+# 30: 0.846), then fitted on all three tuning conversations.
+RERANK = Rerank(
+    weights=(
+        1.3287,
+        0.7012,
+        -0.0878,
+        0.2527,
+        0.5161,
+        0.9886,
+        0.6334,
+        -1.7620,
+        -0.4497,
+        1.2212,
+        -0.8975,
+        2.9201,
+        0.8422,
+        -8.4333,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -881,7 +862,7 @@ class SearchIndex:
         keep = config.rerank_keep
         if len(top) <= keep + 1:
             return top
-        logits = RERANK.logits(self._rerank_features(query, first, top, config)[keep:])
+        logits = self._rerank_features(query, first, top, config)[keep:] @ RERANK.weights
         tail = keep + np.argsort(-logits, kind="stable")  # ties keep the first pass's order
         out: I64 = np.concatenate([top[:keep], top[tail]])
         return out
