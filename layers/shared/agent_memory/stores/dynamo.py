@@ -9,7 +9,8 @@ Items (``PK`` / ``SK``):
   ``importing`` (the import's incarnation) and ``import_started`` while an import writes the session's events (a
   placeholder: reads answer 404 and writes fail their condition until the import's last write replaces it);
   ``app_pk`` / ``app_sk`` (``{user}#{session}``), the keys of the sparse global index ``by_app`` that lists an
-  app's sessions, set at create and removed by a delete (never written by an append)
+  app's sessions, set at create and removed by a delete (never written by an append); ``ct``, when the
+  claim-first append last claimed a seq
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
 - session state ``E#{app}#{user}#{session}`` / ``#STATE``  the session's state (``st:`` attributes) and the
