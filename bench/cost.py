@@ -759,7 +759,8 @@ def storage_per_month(result: dict[str, Any]) -> tuple[float, float, float]:
     return ddb_gb, s3_gb, usd
 
 
-# --- the append at 3 WRU (docs/design.md, "An append at 3 WRU": a design, not built) ---------------------------
+# --- the append keyed by seq (docs/design.md, "An append keyed by seq": a designed alternative, not built) ---------
+# (The claim-first append, built, is what the measured rows price: docs/design.md, "The claim-first append".)
 
 # The LSIs it drops (the events' own sort key is their seq; reads by time walk it newest first), and the item it
 # adds per event: ``E#…`` / ``I#{event id}`` with the writer's token, its time and the incarnation.
@@ -768,18 +769,22 @@ DESIGN_ID_ITEM_BYTES = 150
 
 
 def design_append(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` as the 3-WRU append would have used it, from the sizes measured: every event (a compaction's
-    too) written by a plain PutItem (1× its units, not 2×) with an id item beside it (1 WRU), the session item's
-    update out of the transaction (1×; its writes outside one, the sweep's settling, as they were), no entry in
-    the dropped LSIs, and two more DynamoDB round trips an append
-    (four requests: the session read, the id item, the event, the counters). Storage loses the LSIs' entries and
-    gains an id item an event."""
+    """``result`` as the seq-keyed append would have used it, from the sizes measured: every event (a
+    compaction's too) written by a plain PutItem (1× its units, not 2×) with an id item beside it (1 WRU), the
+    session item's update out of the transaction (1×; its writes outside one, the sweep's settling, as they
+    were), no entry in the dropped LSIs, and four requests an append (the session read, the id item, the event,
+    the counters): two more round trips than a transaction's append or a claim-first one, whose claim
+    (UpdateItem) becomes the counters' update and which gains the session read (1 RRU) and the id item's put.
+    Storage loses the LSIs' entries and gains an id item an event."""
     out: dict[str, Any] = json.loads(json.dumps(result))
     for name in ("append", "sweep"):
         u = out["usage"].get(name)
         if not u:
             continue
         transactions = u["requests"].pop("dynamodb:TransactWriteItems", 0)
+        # the claim-first appends (their claim is the append's only UpdateItem): already 1× and out of a
+        # transaction; the design adds the session read and the id item's put to each
+        claims = u["requests"].get("dynamodb:UpdateItem", 0) if name == "append" else 0
         wru = u["wru"]
         # appends with a state delta (none in this workload) keep the transaction: only events and counters move
         for kind in ("event", "session"):
@@ -792,6 +797,11 @@ def design_append(result: dict[str, Any]) -> dict[str, Any]:
         u["requests"]["dynamodb:PutItem"] = u["requests"].get("dynamodb:PutItem", 0) + 2 * transactions
         u["requests"]["dynamodb:UpdateItem"] = u["requests"].get("dynamodb:UpdateItem", 0) + transactions
         u["billed_s"] += 2 * transactions * ROUND_TRIP_S["dynamodb"]
+        if claims:
+            u["requests"]["dynamodb:GetItem"] = u["requests"].get("dynamodb:GetItem", 0) + claims
+            u["requests"]["dynamodb:PutItem"] += claims
+            u["rru"] = u.get("rru", 0) + claims
+            u["billed_s"] += 2 * claims * ROUND_TRIP_S["dynamodb"]
     storage = out["storage"]
     dropped = sum(storage["index_bytes_by"].get(i, 0) for i in DESIGN_DROPPED_INDEXES)
     storage["index_bytes"] -= dropped
@@ -914,16 +924,18 @@ def main() -> None:
         print(
             f"{label}: total {sum(c.values()):.2f} USD per 1M appended events (append DynamoDB "
             f"{c['append DynamoDB']:.2f}, {wru:.1f} WRU an append; auto-save Lambda {c['auto-save Lambda']:.2f}, "
-            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}; with the 3-WRU append "
+            f"DynamoDB {c['auto-save DynamoDB']:.2f}, S3 {c['auto-save S3 requests']:.2f}; with the seq-keyed append "
             f"{sum(component_costs(design_append(other)).values()):.2f}); {_batches(other)}"
         )
     design = design_append(base)
     d = component_costs(design)
     wru = sum(design["usage"]["append"]["wru"].values()) / design["appended"]
+    rru = design["usage"]["append"]["rru"] / design["appended"]
     print(
-        f"the append at 3 WRU (docs/design.md, a design, not built), priced from this run's sizes: total "
+        'the append is claim-first (built: the rows above; docs/design.md, "The claim-first append"); the append '
+        "keyed by seq (docs/design.md, a designed alternative, not built), priced from this run's sizes: total "
         f"{sum(d.values()):.2f} USD per 1M appended events (append DynamoDB {d['append DynamoDB']:.2f}, {wru:.2f} WRU "
-        f"an append; append Lambda {d['append Lambda']:.2f}; compaction sweep "
+        f"and {rru:.2f} RRU an append; append Lambda {d['append Lambda']:.2f}; compaction sweep "
         f"{d['compaction sweep (Lambda, DynamoDB, S3)']:.2f}); storage {storage_per_month(design)[0]:.2f} GB in "
         f"DynamoDB, {storage_per_month(design)[2]:.2f} USD a month with PITR"
     )

@@ -532,6 +532,93 @@ def test_appends_racing_compactions_never_share_a_seq_and_only_appends_count(sto
     assert got is not None and got.version == writers * each and got.last_seq == len(stored)
 
 
+def test_single_appends_move_the_version_seq_and_last_update_time_as_the_events_say(store: SessionStore) -> None:
+    """One event at a time, no delta (DynamoDB's claim-first path while the timestamps grow; its transaction
+    when one does not): each append moves the version by one and takes the next seq; the last update time is the
+    newest event's, never lower, and orders the user's listing."""
+    store.create_session(record(KEY, now=1000.0), ScopedDelta())
+    other = SessionKey("app", "alice", "s2")
+    store.create_session(record(other, now=1000.0), ScopedDelta())
+    stamps = [1001.0, 1002.5, 1002.5, 1001.5, 1010.0, 1009.0, 1011.0]  # equal, below, above again
+    versions = []
+    for i, ts in enumerate(stamps):
+        result = store.append_events(KEY, [event(f"e{i}", ts)], None)
+        versions.append(result.version)
+        assert result.created == [True] and result.events[0]["seq"] == i + 1
+        got = store.get_session(KEY)
+        assert got is not None and got.version == i + 1 and got.last_seq == i + 1
+        assert got.update_time == max(stamps[: i + 1])
+    assert versions == list(range(1, len(stamps) + 1))
+    assert [e["id"] for e in store.read_events(KEY, EventQuery())] == [f"e{i}" for i in range(len(stamps))]
+    assert store.append_events(other, [event("x", 1010.5)], None).version == 1
+    page, _ = store.list_sessions("app", "alice", 10, None)
+    assert [(r.session_id, r.update_time) for r in page] == [("s2", 1010.5), ("s1", 1011.0)]
+    # By time (after_timestamp): the skew the out-of-order events made is kept, so none is missed.
+    since = store.read_events(KEY, EventQuery(after_timestamp=1002.0))
+    assert [e["id"] for e in since] == ["e1", "e2", "e4", "e5", "e6"]
+
+
+def test_single_appends_racing_batches_state_deltas_and_compactions_all_land_once_in_order(
+    store: SessionStore,
+) -> None:
+    """Plain single events (DynamoDB: claim-first), events with a state delta and batches (transactions) and a
+    compactor race on one session: every event lands once, each writer's in its order, no two share a seq, and
+    the version counts the client appends."""
+    import threading
+
+    live, _ = store.create_session(record(), ScopedDelta())
+    each = 6
+    errors: list[BaseException] = []
+    landed: list[str] = []
+
+    def plain(w: int) -> None:
+        for i in range(each):
+            store.append_events(KEY, [event(f"p{w}-{i}", time.time())], None)
+
+    def with_delta(w: int) -> None:
+        for i in range(each):
+            store.append_events(KEY, [event(f"d{w}-{i}", time.time(), delta={"last": f"d{w}-{i}"})], None)
+
+    def batches(w: int) -> None:
+        for i in range(each // 2):
+            now = time.time()
+            store.append_events(KEY, [event(f"b{w}-{2 * i}", now), event(f"b{w}-{2 * i + 1}", now)], None)
+
+    def compactor(_: int) -> None:
+        for i in range(4):
+            got = store.get_session(KEY)
+            assert got is not None
+            summary = event(f"c{i}", time.time(), text="summary")
+            if store.append_compaction(KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation):
+                landed.append(summary.id)
+
+    def guarded(fn: Callable[[int], None], w: int) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn(w)
+            except BaseException as exc:  # reported below: a thread's failure must fail the test
+                errors.append(exc)
+
+        return run
+
+    roles = [(plain, 0), (plain, 1), (plain, 2), (with_delta, 0), (batches, 0), (compactor, 0)]
+    threads = [threading.Thread(target=guarded(fn, w)) for fn, w in roles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = store.read_events(KEY, EventQuery())
+    seqs = [e["seq"] for e in stored]
+    assert seqs == sorted(set(seqs))  # no two share a seq (no fault here, so no hole either)
+    assert seqs == list(range(1, 5 * each + len(landed) + 1))
+    for prefix in ("p0-", "p1-", "p2-", "d0-", "b0-"):
+        assert [e["id"] for e in stored if e["id"].startswith(prefix)] == [f"{prefix}{i}" for i in range(each)]
+    got = store.get_session(KEY)
+    assert got is not None and got.version == 4 * each + each // 2 and got.last_seq == len(stored)
+    assert got.state == {"last": f"d0-{each - 1}"}
+
+
 # --- the change feed ------------------------------------------------------------------------------------------
 
 

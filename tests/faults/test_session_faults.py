@@ -16,7 +16,16 @@ from agent_memory.stores.s3 import STAGED_TAG
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
 
-from .injector import FaultInjector, Reply, cancelled, provisioned_exceeded, request_json, s3_error, throttle
+from .injector import (
+    FaultInjector,
+    Reply,
+    cancelled,
+    dynamo_error,
+    provisioned_exceeded,
+    request_json,
+    s3_error,
+    throttle,
+)
 
 BIG = "x" * 600_000  # over the 350 KB offload threshold: the body goes to S3
 
@@ -98,19 +107,30 @@ def retry_after(reply: Any) -> int:
 # --- 1. throttling and cancellations: retried within the budget, then 503 -------------------------------------
 
 
+# The write each append path makes: the transaction (a state delta, a batch, If-Match, a compaction) and the
+# claim-first path's two (one event, no delta): the claim (UpdateItem of the session item) and the event's put.
+WRITES = {
+    "transaction": ("TransactWriteItems", {"actions": {"state_delta": {"k": 1}}}),
+    "claim": ("UpdateItem", {}),
+    "put": ("PutItem", {}),
+}
+
+
+@pytest.mark.parametrize("path", list(WRITES))
 @pytest.mark.parametrize("fault", [throttle, provisioned_exceeded], ids=["throttle", "provisioned"])
 def test_five_consecutive_throttles_on_an_append_are_absorbed(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, real_backoff: None, fault: Any
+    api: Api, aws: dict[str, Any], faults: FaultInjector, real_backoff: None, fault: Any, path: str
 ) -> None:
+    operation, extra = WRITES[path]
     api.create(session_id="s1")
-    faults.fail("TransactWriteItems", fault(), times=5)
+    faults.fail(operation, fault(), times=5)
     created = len(faults.calls)  # the create's own calls (a transaction too: the user's session count) before
     started = time.monotonic()
-    reply = api.append("s1", text_event("hello", id="e1"))
+    reply = api.append("s1", text_event("hello", id="e1", **extra))
     elapsed = time.monotonic() - started
-    print(f"five consecutive {fault.__name__} faults on TransactWriteItems: append answered in {elapsed:.2f} s")
-    assert reply.status == 201 and reply.body["seq"] == 1
-    assert faults.calls[created:].count("TransactWriteItems") == 6
+    print(f"five consecutive {fault.__name__} faults on {operation}: append answered in {elapsed:.2f} s")
+    assert reply.status == 201 and reply.body["seq"] == 1 and reply.headers["etag"] == '"1"'
+    assert faults.calls[created:].count(operation) == 6
     assert elapsed < 12.0  # was 20-26 s: now botocore's two retries, then the store's jittered backoff
     faults.clear()
     assert [(i["SK"]["S"], i["seq"]["N"]) for i in event_items(aws)] == [("V#e1", "1")]
@@ -155,7 +175,7 @@ def test_transient_cancellations_past_the_budget_answer_503_and_store_nothing(
 ) -> None:
     api.create(session_id="s1")
     faults.fail("TransactWriteItems", cancelled(reason, "None"), times=-1)
-    reply = api.append("s1", text_event("hello"))
+    reply = api.append("s1", text_event("hello", actions={"state_delta": {"k": 1}}))  # the transaction path
     assert reply.status == 503 and "retry-after" in reply.headers
     faults.clear()
     assert event_items(aws) == [] and api.get("s1").body["version"] == 0
@@ -165,7 +185,7 @@ def test_a_session_too_large_for_its_partition_is_413(api: Api, aws: dict[str, A
     api.create(session_id="s1")
     faults.fail("TransactWriteItems", cancelled("None", "ItemCollectionSizeLimitExceeded"), times=-1)
     created = len(faults.calls)
-    reply = api.append("s1", text_event("hello"))
+    reply = api.append("s1", text_event("hello", actions={"state_delta": {"k": 1}}))
     assert reply.status == 413 and reply.error["code"] == "payload_too_large"
     assert "10 GB" in reply.error["message"] and "new session" in reply.error["message"]
     assert faults.calls[created:].count("TransactWriteItems") == 1  # not transient: not retried
@@ -173,10 +193,27 @@ def test_a_session_too_large_for_its_partition_is_413(api: Api, aws: dict[str, A
     assert event_items(aws) == []
 
 
+def test_a_session_too_large_for_its_partition_is_413_on_the_claim_first_path(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("PutItem", dynamo_error("ItemCollectionSizeLimitExceededException", "Item collection too large"))
+    created = len(faults.calls)
+    reply = api.append("s1", text_event("hello", id="e1"))
+    assert reply.status == 413 and "10 GB" in reply.error["message"]
+    assert faults.calls[created:] == ["UpdateItem", "PutItem"]  # not transient: not retried
+    faults.clear()
+    assert event_items(aws) == []
+    # The claim stays (its seq a hole, the version moved on): the next append takes the seq after it.
+    reply = api.append("s1", text_event("next", id="e2"))
+    assert reply.status == 201 and reply.body["seq"] == 2 and reply.headers["etag"] == '"2"'
+    assert texts(api.get("s1").body) == ["next"]
+
+
 def test_a_validation_cancellation_is_413(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
     api.create(session_id="s1")
     faults.fail("TransactWriteItems", cancelled("ValidationError", "None"), times=-1)
-    reply = api.append("s1", text_event("hello"))
+    reply = api.append("s1", text_event("hello", actions={"state_delta": {"k": 1}}))
     assert reply.status == 413 and reply.error["field"] == "actions.state_delta"
     faults.clear()
     assert event_items(aws) == []
@@ -719,20 +756,22 @@ def test_appends_without_a_state_delta_never_write_the_state_item(
 ) -> None:
     api.create(session_id="s1", state={"big": "x" * 30_000})
     before = state_item(aws)
-    transactions: list[list[tuple[str, str]]] = []  # the keys each transaction writes
+    transactions: list[list[tuple[str, str]]] = []  # the keys each write writes
 
     def record(apply: Any, _event: str, request: Any) -> Any:
-        actions = [next(iter(a.values())) for a in request_json(request)["TransactItems"]]
+        body = request_json(request)
+        actions = [next(iter(a.values())) for a in body["TransactItems"]] if "TransactItems" in body else [body]
         keys = [a.get("Key") or {k: a["Item"][k] for k in ("PK", "SK")} for a in actions]
         transactions.append([(k["PK"]["S"], k["SK"]["S"]) for k in keys])
         return apply()
 
-    faults.add("TransactWriteItems", record, times=-1)
+    for operation in ("TransactWriteItems", "UpdateItem", "PutItem"):
+        faults.add(operation, record, times=-1)
     for i in range(3):
         assert api.append("s1", text_event(f"m{i}")).status == 201
     assert api.append("s1", text_event("with user state", actions={"state_delta": {"user:u": 1}})).status == 201
     faults.clear()
-    assert len(transactions) == 4
+    assert len(transactions) == 3 * 2 + 1  # the claim and the put of each plain append, one transaction
     assert not any(pk.startswith("E#") and sk == STATE_SK for keys in transactions for pk, sk in keys)
     assert ("U#app#alice", STATE_SK) in transactions[-1]  # the user's state item, which the delta changes
     assert state_item(aws) == before  # not rewritten (its size would be paid by every append)
@@ -776,6 +815,10 @@ def test_state_an_earlier_version_kept_in_the_session_item_still_reads_and_moves
     # From then on, an append without a state delta neither reads the session item whole nor writes the state.
     before = len(faults.calls)
     assert api.append("old", text_event("after")).status == 201
+    # (Its time order is not tracked, so the claim-first path refuses it; only once per session and process.)
+    assert faults.calls[before:] == ["UpdateItem", "GetItem", "TransactWriteItems"]
+    before = len(faults.calls)
+    assert api.append("old", text_event("later")).status == 201
     assert faults.calls[before:] == ["GetItem", "TransactWriteItems"]
     assert stored_state(state_item(aws, "old")) == {"k": 2, "keep": "kept", "n": 3}
     assert api.request("DELETE", "/apps/app/users/alice/sessions/old").status == 204
@@ -814,3 +857,252 @@ def test_a_state_item_of_another_incarnation_is_not_the_sessions(api: Api, aws: 
     assert api.get("s1").body["state"] == {}
     listed = api.request("GET", "/apps/app/users/alice/sessions").body["sessions"]
     assert [s["state"] for s in listed] == [{}]
+
+
+# --- 9. the claim-first append: a seq claimed (UpdateItem of the session item), then the event put ---------------
+
+
+def held(text: str, sid: str = "s1", **extra: Any) -> dict[str, Any]:
+    return text_event(text, id=text, **extra)
+
+
+def stored_seqs(aws: dict[str, Any], sid: str = "s1") -> list[tuple[int, str]]:
+    return sorted((int(i["seq"]["N"]), i["SK"]["S"][2:]) for i in event_items(aws, sid))
+
+
+@pytest.mark.parametrize("lost", [1, 3], ids=["botocore-retry", "store-retry"])
+def test_a_lost_claim_answer_leaves_a_hole_and_the_event_lands_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, lost: int
+) -> None:
+    """The claim landed, its answer was lost: the retried claim meets its own (the timestamp is no longer above
+    the session's newest), so the transaction path stores the event after it. Seq 1 stays a hole."""
+    api.create(session_id="s1")
+    faults.lose_answer("UpdateItem", times=lost)
+    before = len(faults.calls)
+    reply = api.append("s1", held("a"))
+    assert reply.status == 201 and reply.body["seq"] == 2 and reply.headers["etag"] == '"2"'
+    assert faults.calls[before:][-3:] == ["UpdateItem", "GetItem", "TransactWriteItems"]
+    faults.clear()
+    assert stored_seqs(aws) == [(2, "a")]
+    reply = api.append("s1", held("b"))
+    assert reply.status == 201 and reply.body["seq"] == 3 and reply.headers["etag"] == '"3"'
+    got = api.get("s1").body
+    assert texts(got) == ["a", "b"] and got["version"] == 3
+
+
+def test_a_claim_that_never_reached_the_table_is_retried(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
+    api.create(session_id="s1")
+    faults.timeout_before("UpdateItem", times=3)  # botocore gives up, nothing applied: the store claims again
+    reply = api.append("s1", held("a"))
+    assert reply.status == 201 and reply.body["seq"] == 1 and reply.headers["etag"] == '"1"'
+    faults.clear()
+    assert stored_seqs(aws) == [(1, "a")]
+
+
+@pytest.mark.parametrize("lost", [1, 3], ids=["botocore-retry", "store-retry"])
+def test_a_lost_put_answer_is_our_own_event(api: Api, aws: dict[str, Any], faults: FaultInjector, lost: int) -> None:
+    """The put landed, its answer was lost: the retried put fails its condition on an item with our token."""
+    api.create(session_id="s1")
+    faults.lose_answer("PutItem", times=lost)
+    before = len(faults.calls)
+    reply = api.append("s1", held("a"))
+    assert reply.status == 201 and reply.body["seq"] == 1 and reply.headers["etag"] == '"1"'
+    assert "TransactWriteItems" not in faults.calls[before:] and faults.calls[before:].count("UpdateItem") == 1
+    faults.clear()
+    assert stored_seqs(aws) == [(1, "a")]
+    resend = api.append("s1", held("a"))  # the client resends all the same: 200, the stored event
+    assert resend.status == 200 and resend.body["seq"] == 1
+    assert stored_seqs(aws) == [(1, "a")]
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["client-timestamp", "server-timestamp"])
+def test_a_put_that_never_lands_is_503_and_the_resend_lands_once(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float, stamped: bool
+) -> None:
+    """Claimed, then the put throttled past the budget (as a function that stopped between the two): 503, the
+    claimed seq a hole; the client's resend stores the event once, after it."""
+    api.create(session_id="s1")
+    assert api.append("s1", held("first")).status == 201
+    event = held("a", **({"timestamp": time.time()} if stamped else {}))
+    faults.fail("PutItem", throttle(), times=-1)
+    reply = api.append("s1", event)
+    assert reply.status == 503 and retry_after(reply) >= 1
+    faults.clear()
+    assert stored_seqs(aws) == [(1, "first")]
+    resend = api.append("s1", event)
+    assert resend.status == 201 and resend.body["seq"] == 3
+    assert stored_seqs(aws) == [(1, "first"), (3, "a")]
+    again = api.append("s1", event)
+    assert again.status == 200 and again.body["seq"] == 3
+    assert texts(api.get("s1").body) == ["first", "a"]
+
+
+def test_a_resend_on_the_claim_first_path_answers_the_stored_event(api: Api, aws: dict[str, Any]) -> None:
+    """A resend with a server-filled timestamp is above the newest: it claims, its put meets the stored event
+    (another token, the same body): 200 with it, nothing stored, the claimed seq a hole; another body is 409."""
+    api.create(session_id="s1")
+    assert api.append("s1", held("a")).body["seq"] == 1
+    resend = api.append("s1", held("a"))
+    assert resend.status == 200 and resend.body["seq"] == 1 and resend.body["id"] == "a"
+    conflict = api.append("s1", text_event("other text", id="a"))
+    assert conflict.status == 409 and conflict.error["code"] == "event_id_conflict"
+    assert stored_seqs(aws) == [(1, "a")]
+    nxt = api.append("s1", held("b"))
+    assert nxt.status == 201 and nxt.body["seq"] == 4  # after the two holes
+    assert texts(api.get("s1").body) == ["a", "b"]
+
+
+def test_the_claim_first_path_writes_what_the_transaction_wrote(api: Api, aws: dict[str, Any]) -> None:
+    """The event item and the session item after a claim-first append hold what the transaction path's would:
+    the same attributes (the claim's time ``ct`` added to the session item), the counters and time order exact."""
+    api.create(session_id="s1")
+    api.create(session_id="s2")
+    ts = time.time()
+    assert api.append("s1", held("a", timestamp=ts)).status == 201  # claim-first
+    # If-Match: the transaction path.
+    assert api.append("s2", held("a", timestamp=ts), headers={"If-Match": '"0"'}).status == 201
+    fast, slow = event_items(aws, "s1")[0], event_items(aws, "s2")[0]
+    assert set(fast) == set(slow) == {"PK", "SK", "seq", "t", "w", "v", "inc", "body"}
+    assert (fast["seq"], fast["t"], fast["v"]) == (slow["seq"], slow["t"], slow["v"])
+    one, two = session_item(aws, "s1"), session_item(aws, "s2")
+    assert one is not None and two is not None
+    for name in ("version", "last_seq", "update_time", "tmax", "tskew"):
+        assert one.get(name) == two.get(name), name
+    assert "due" in one and "due_since" in one
+    assert set(one) - set(two) == {"ct"} and abs(float(one["ct"]["N"]) - time.time()) < 60
+
+
+def test_an_out_of_order_timestamp_goes_the_transaction_path(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    now = time.time()
+    assert api.append("s1", held("late", timestamp=now + 10)).status == 201
+    before = len(faults.calls)
+    reply = api.append("s1", held("early", timestamp=now))
+    assert reply.status == 201 and reply.body["seq"] == 2
+    assert faults.calls[before:] == ["UpdateItem", "GetItem", "TransactWriteItems"]
+    item = session_item(aws)
+    assert item is not None and float(item["tskew"]["N"]) == pytest.approx(10.0)
+    assert float(item["tmax"]["N"]) == pytest.approx(now + 10)
+
+
+@pytest.mark.parametrize("other", ["state delta", "batch", "If-Match"])
+def test_a_claim_first_append_racing_the_transaction_path_lands_in_order(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, other: str
+) -> None:
+    """Between our claim and our put, an append of the transaction path commits: it read the counters after
+    our claim, so it takes the next seq; ours lands at its own. Both once, in seq order, versions increasing."""
+    api.create(session_id="s1")
+    assert api.append("s1", held("first")).status == 201
+    answers: list[Any] = []
+
+    def race_then_put(apply: Any, _event: str, _request: Any) -> Any:
+        if other == "state delta":
+            answers.append(api.append("s1", held("theirs", actions={"state_delta": {"k": 1}})))
+        elif other == "batch":
+            answers.append(api.append("s1", {"events": [held("theirs"), held("theirs2")]}))
+        else:
+            version = api.get("s1").headers["etag"]
+            answers.append(api.append("s1", held("theirs"), headers={"If-Match": version}))
+        return apply()
+
+    faults.add("PutItem", race_then_put, when=lambda r: '"V#mine"' in json.dumps(request_json(r)))
+    mine = api.append("s1", held("mine"))
+    faults.clear()
+    (theirs,) = answers
+    assert mine.status == 201 and mine.body["seq"] == 2 and mine.headers["etag"] == '"2"'
+    assert theirs.status == 201 and int(theirs.headers["etag"].strip('"')) == 3
+    expected = ["first", "mine", "theirs"] + (["theirs2"] if other == "batch" else [])
+    assert texts(api.get("s1").body) == expected
+    assert [s for s, _ in stored_seqs(aws)] == list(range(1, len(expected) + 1))
+
+
+def compact(api: Api, sid: str = "s1") -> dict[str, Any]:
+    reply = api.request("POST", f"/apps/app/users/alice/sessions/{sid}/compact")
+    assert reply.status == 200, reply.body
+    body: dict[str, Any] = reply.body
+    return body
+
+
+def watermark(aws: dict[str, Any], sid: str = "s1") -> int:
+    item = session_item(aws, sid)
+    assert item is not None
+    return int(item.get("cmp_end", {"N": "0"})["N"])
+
+
+def turns(api: Api, first: int, last: int, sid: str = "s1") -> None:
+    for i in range(first, last):
+        assert api.append(sid, held(f"q{i}")).status == 201
+        assert api.append(sid, held(f"r{i}", author="model")).status == 201
+
+
+def test_a_compaction_never_cuts_above_an_event_in_flight(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, small_compaction: None
+) -> None:
+    """Our claim took seq 9; before its put lands, later appends land (10-13) and a compaction runs. It must not
+    cut at 9 or above (the event would land below the watermark, in no summary and in no context): it cuts below
+    the hole, and the event, landed, is in the context."""
+    api.create(session_id="s1")
+    turns(api, 0, 4)  # seqs 1-8
+    outcomes: list[dict[str, Any]] = []
+
+    def others_then_put(apply: Any, _event: str, _request: Any) -> Any:
+        turns(api, 5, 7)  # seqs 10-13
+        outcomes.append(compact(api))
+        return apply()
+
+    faults.add("PutItem", others_then_put, when=lambda r: '"V#q4"' in json.dumps(request_json(r)))
+    assert api.append("s1", held("q4")).body["seq"] == 9
+    faults.clear()
+    assert outcomes[0]["compacted"] is True and watermark(aws) < 9
+    context = api.request("GET", "/apps/app/users/alice/sessions/s1/context").body
+    assert "q4" in [m["content"] for m in context["messages"]]
+
+
+def test_a_compaction_cuts_above_a_hole_once_the_last_claim_is_a_minute_old(
+    api: Api, aws: dict[str, Any], small_compaction: None
+) -> None:
+    """A hole for good (a resend's claim): while claims are recent the compaction cuts below it; once the last
+    claim is 60 s old no put can land in it any more, and the compaction cuts above it."""
+    api.create(session_id="s1")
+    turns(api, 0, 4)  # seqs 1-8
+    assert api.append("s1", held("r3", author="model")).status == 200  # a resend: seq 9 a hole
+    turns(api, 5, 8)  # seqs 10-15
+    assert compact(api)["compacted"] is True
+    first = watermark(aws)
+    assert 0 < first < 9
+    aws["dynamodb"].update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": session_pk("app", "alice")}, "SK": {"S": "S#s1"}},
+        UpdateExpression="SET ct = :old",
+        ExpressionAttributeValues={":old": {"N": str(time.time() - 61)}},
+    )
+    assert compact(api)["compacted"] is True
+    assert watermark(aws) > 9
+
+
+def test_a_put_retried_after_the_session_was_deleted_and_created_again_writes_nothing_into_it(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """Claimed; the put is throttled past botocore's retries while the session is deleted and created again:
+    the store's retry reads the session first, finds another incarnation and answers 404 without putting."""
+    api.create(session_id="s1")
+    recreated: list[int] = []
+
+    def recreate_then_throttle(_apply: Any, _event: str, request: Any) -> Any:
+        from .injector import _response
+
+        if not recreated:
+            recreated.append(api.request("DELETE", "/apps/app/users/alice/sessions/s1").status)
+            recreated.append(api.create(session_id="s1").status)
+        return _response(request, throttle())
+
+    faults.add("PutItem", recreate_then_throttle, times=10, when=lambda r: '"V#a"' in json.dumps(request_json(r)))
+    reply = api.append("s1", held("a"))
+    faults.clear()
+    assert recreated == [204, 201]
+    assert reply.status == 404
+    assert event_items(aws) == []
+    got = api.get("s1").body
+    assert got["events"] == [] and got["version"] == 0

@@ -143,8 +143,27 @@ def test_a_create_costs_one_write_with_its_count(api: Api, counter: RequestCount
 def test_an_append_with_the_event_quota_costs_two_requests(api: Api, counter: RequestCounter, quotas: None) -> None:
     api.create(session_id="s1")
     counter.reset()
+    # Claim-first: the quota is the claim's condition (last_seq < the limit).
     assert api.append("s1", text_event("hi", id="e1")).status == 201
+    assert counter.calls == [("dynamodb", "UpdateItem"), ("dynamodb", "PutItem")]
+    counter.reset()
+    # The transaction path: checked on the counters it read, which its transaction is conditioned on.
+    assert api.append("s1", text_event("ho", id="e2", actions={"state_delta": {"k": 1}})).status == 201
     assert counter.calls == [("dynamodb", "GetItem"), ("dynamodb", "TransactWriteItems")]
+
+
+def test_a_claim_at_the_event_quota_fails_its_condition_and_is_refused(
+    api: Api, counter: RequestCounter, quotas: None
+) -> None:
+    api.create(session_id="s1")
+    for i in range(4):
+        assert api.append("s1", text_event(f"m{i}", id=f"m{i}")).status == 201
+    counter.reset()
+    assert_quota_error(api.append("s1", text_event("m4", id="m4")), "events_per_session", 4)
+    # The claim refused (nothing moved), then the transaction path's read of the counters and its id lookup.
+    assert counter.calls[:2] == [("dynamodb", "UpdateItem"), ("dynamodb", "GetItem")]
+    got = api.get("s1").body
+    assert got["version"] == 4 and [e["id"] for e in got["events"]] == [f"m{i}" for i in range(4)]
 
 
 def test_a_delete_costs_the_dynamodb_requests_it_did(api: Api, counter: RequestCounter) -> None:

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from agent_memory.policy.compaction import CompactionPlan, CompactionSettings, invocations, plan_compaction
+from agent_memory.policy.compaction import (
+    CLAIM_SETTLE_S,
+    CompactionPlan,
+    CompactionSettings,
+    invocations,
+    plan_compaction,
+    settled_events,
+)
 from agent_memory.policy.messages import COMPACTION_META
 
 # --------------------------------------------------------------------------------------------------------------
@@ -383,3 +390,39 @@ def test_nothing_new_after_a_plan_gives_no_plan() -> None:
 def test_bad_settings_raise(overrides: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         settings(**overrides)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Holes: seqs claimed whose event may still land (DynamoDB's claim-first append)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def seqs_settled(seqs: list[int], *, after: int = 0, last: int = 20, hidden: Any = (), age: float | None) -> list[int]:
+    events = [user(s, f"i{s}") for s in seqs]
+    now = 10_000.0
+    claimed_at = None if age is None else now - age
+    out = settled_events(events, after_seq=after, last_seq=last, hidden=hidden, claimed_at=claimed_at, now=now)
+    return [e["seq"] for e in out]
+
+
+def test_a_recent_claim_stops_the_events_before_the_lowest_hole() -> None:
+    assert seqs_settled([1, 2, 3, 5, 6, 8], age=1.0) == [1, 2, 3]
+    assert seqs_settled([2, 3], age=1.0) == []  # seq 1 is a hole
+    assert seqs_settled([6, 7, 9], after=5, age=CLAIM_SETTLE_S - 1) == [6, 7]  # from the watermark on
+
+
+def test_hidden_seqs_are_no_holes() -> None:
+    # 4-5 deleted, not purged yet (the items are there, hidden): no put can land there.
+    assert seqs_settled([1, 2, 3, 6, 7, 9], hidden=[(4, 5)], age=1.0) == [1, 2, 3, 6, 7]
+    assert seqs_settled([1, 3], hidden=[(2, 2), (4, 4)], age=1.0) == [1, 3]
+
+
+def test_an_old_claim_lets_the_cut_pass_every_hole() -> None:
+    assert seqs_settled([1, 2, 3, 5, 6, 8], age=CLAIM_SETTLE_S) == [1, 2, 3, 5, 6, 8]
+    assert seqs_settled([1, 2, 3, 5, 6, 8], age=None) == [1, 2, 3, 5, 6, 8]  # never claimed (atomic appends)
+
+
+def test_events_above_the_last_seq_read_are_left_out_whatever_the_claims() -> None:
+    # Claimed after the session was read: seq 6 may be in flight, so 7 may not be cut in.
+    assert seqs_settled([1, 2, 3, 4, 5, 7], last=5, age=None) == [1, 2, 3, 4, 5]
+    assert seqs_settled([1, 2, 3, 4, 5, 7], last=5, age=1.0) == [1, 2, 3, 4, 5]

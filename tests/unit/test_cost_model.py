@@ -114,3 +114,28 @@ def test_the_3_wru_design_halves_only_what_a_transaction_wrote_and_drops_the_lsi
     assert append["billed_s"] == 1.0 + 20 * ROUND_TRIP_S["dynamodb"]
     assert design["storage"]["index_bytes"] == 500 and design["storage"]["table_bytes"] == 1000 + 11 * 250
     assert result["usage"]["append"]["wru"]["event"] == 20  # the measured result is left as it was
+
+
+def test_the_seq_keyed_design_over_claim_first_appends_adds_the_id_item_and_the_session_read() -> None:
+    from bench.cost import ROUND_TRIP_S, design_append
+
+    result: dict[str, Any] = {
+        "appended": 10,
+        "usage": {
+            # 10 claim-first appends: the claim (session 1) and the put (event 1), its by_seq entry, a due mark
+            "append": {
+                "wru": {"event": 10, "session": 10, "index by_seq": 10, "index by_due": 1},
+                "wru_tx": {},
+                "rru": 0.0,
+                "billed_s": 1.0,
+                "requests": {"dynamodb:UpdateItem": 10, "dynamodb:PutItem": 10},
+            },
+        },
+        "storage": {"events": 10, "table_bytes": 1000, "index_bytes": 900, "index_bytes_by": {"by_seq": 400}},
+    }
+    design = design_append(result)
+    append = design["usage"]["append"]
+    assert append["wru"] == {"event": 10, "session": 10, "index by_due": 1, "id": 10}  # 3.1 WRU as well
+    assert append["rru"] == 10  # the session read the claim saves
+    assert append["requests"] == {"dynamodb:UpdateItem": 10, "dynamodb:PutItem": 20, "dynamodb:GetItem": 10}
+    assert append["billed_s"] == 1.0 + 20 * ROUND_TRIP_S["dynamodb"]

@@ -107,6 +107,46 @@ def _safe_cut(groups: list[list[dict[str, Any]]], keep: int) -> int:
     return cut
 
 
+# How long after a session's last seq claim (DynamoDB's claim-first append: the seq is taken, then the event put)
+# a seq without an event may still be written: a put lands within the function's 29 s timeout of its claim.
+CLAIM_SETTLE_S = 60.0
+
+
+def settled_events(
+    events: list[dict[str, Any]],
+    *,
+    after_seq: int,
+    last_seq: int,
+    hidden: tuple[tuple[int, int], ...] | list[tuple[int, int]] = (),
+    claimed_at: float | None,
+    now: float,
+) -> list[dict[str, Any]]:
+    """The events (oldest first, seqs above ``after_seq``) a compaction may cut within: no event can land later
+    at a seq at or below its cut, where the summary's watermark would hide it unsummarised.
+
+    Events above the session's ``last_seq`` as read with ``claimed_at`` are left out (claimed after that read:
+    their seqs may have holes still being written). Below it, while the last claim is younger than
+    ``CLAIM_SETTLE_S``, a seq with no event (a hole: a claim whose put is in flight, or one that never lands) may
+    still be filled, so the events stop before the lowest such seq; seqs in ``hidden`` (deletions not purged yet)
+    are no holes. Once the last claim is older, every hole is for good and any cut is safe. A store whose appends
+    are atomic has no ``claimed_at`` and no such seq."""
+    window = [e for e in events if int(e.get("seq") or 0) <= last_seq]
+    if claimed_at is None or now - claimed_at >= CLAIM_SETTLE_S:
+        return window
+    settled: list[dict[str, Any]] = []
+    expected = after_seq + 1  # the lowest seq not accounted for yet
+    for event in window:
+        seq = int(event.get("seq") or 0)
+        while expected < seq:
+            cover = next(((lo, hi) for lo, hi in hidden if lo <= expected <= hi), None)
+            if cover is None:
+                return settled  # a hole at `expected`: a put may still land there
+            expected = cover[1] + 1
+        settled.append(event)
+        expected = max(expected, seq + 1)
+    return settled
+
+
 def plan_compaction(
     events: list[dict[str, Any]],
     summary_event: dict[str, Any] | None,

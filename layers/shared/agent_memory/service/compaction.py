@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInput, SessionNotFound
-from ..policy.compaction import CompactionPlan, CompactionSettings, due_after, plan_compaction, sweep_shares
+from ..policy.compaction import (
+    CompactionPlan,
+    CompactionSettings,
+    due_after,
+    plan_compaction,
+    settled_events,
+    sweep_shares,
+)
 from ..policy.messages import COMPACTION_META, event_role
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
@@ -134,6 +141,15 @@ class CompactionService:
             raise SessionNotFound(key.session_id)
         events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
         summary_event = next((e for e in events if e.get("id") == record.summary_event_id), None)
+        # Only where no event can still land at or below the cut (a seq claimed, its event not written yet).
+        settled = settled_events(
+            events,
+            after_seq=record.summary_end_seq,
+            last_seq=record.last_seq,
+            hidden=record.hidden,
+            claimed_at=record.claimed_at,
+            now=time.time(),  # the clock the store stamped the claim with, not the summaries' (self._clock)
+        )
         earlier: list[dict[str, Any]] = []
         if self._settings.overlap_size and record.summary_end_seq:
             earlier = self._store.read_events(
@@ -144,7 +160,7 @@ class CompactionService:
                     marks=marks_of(record),
                 ),
             )
-        plan = plan_compaction(events, summary_event, self._settings, earlier=earlier, force=force)
+        plan = plan_compaction(settled, summary_event, self._settings, earlier=earlier, force=force)
         if isinstance(plan, str):
             return CompactionOutcome(compacted=False, reason=plan, version=record.version)
         summary = self._summarizer.summarize([event_turn(e) for e in plan.overlap + plan.events], plan.previous_summary)

@@ -9,7 +9,8 @@ Items (``PK`` / ``SK``):
   ``importing`` (the import's incarnation) and ``import_started`` while an import writes the session's events (a
   placeholder: reads answer 404 and writes fail their condition until the import's last write replaces it);
   ``app_pk`` / ``app_sk`` (``{user}#{session}``), the keys of the sparse global index ``by_app`` that lists an
-  app's sessions, set at create and removed by a delete (never written by an append)
+  app's sessions, set at create and removed by a delete (never written by an append); ``ct``, when the
+  claim-first append last claimed a seq
 - user state   ``U#{app}#{user}`` / ``#STATE``
 - app state    ``A#{app}``        / ``#STATE``
 - session state ``E#{app}#{user}#{session}`` / ``#STATE``  the session's state (``st:`` attributes) and the
@@ -24,7 +25,11 @@ Items (``PK`` / ``SK``):
   tracked its events' time order (``tmax``, ``tskew``): those keep writing ``ts``, the others ``t``, which no index
   takes, so an append pays for one index entry, not two (``after_timestamp`` reads use ``by_seq`` and the skew).
 
-Keying events by id makes the id unique within the session, and the conditional update of the session's
+Keying events by id makes the id unique within the session. The usual append (one event, no state delta, no
+``If-Match``, inline) is claim-first (``_claim_first``): an UpdateItem of the session item takes the next seq and
+version (``ct``: when), then a conditional PutItem writes the event at it; a seq whose put never lands stays a hole
+(readers order by seq and never assume consecutive ones; a compaction does not cut above a hole while a put may
+still land in it). Every other append goes the transaction path, where the conditional update of the session's
 ``version`` and ``last_seq`` serialises appends: one TransactWriteItems per append stores the events, their state
 deltas (the session state item, the user's and the app's) and the counters together or not at all; the state
 items are written only inside a transaction conditioned on the session item, so that condition guards them too.
@@ -57,6 +62,7 @@ import random
 import time
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,6 +145,11 @@ IMPORTED_ATTR = "imp"
 # in ``ts`` (the by_ts index's key); the events of every other session keep it in ``t``, in no index.
 TIME_MAX_ATTR = "tmax"
 TIME_SKEW_ATTR = "tskew"
+# On a session item: when the claim-first append (``_claim_first``) last claimed a seq. A put lands within the
+# function's 29 s of its claim, so once this is ``policy.compaction.CLAIM_SETTLE_S`` old no hole can be filled.
+CLAIM_TIME_ATTR = "ct"
+# How many sessions without a tracked time order one process remembers (``DynamoSessionStore._untracked``).
+_UNTRACKED_MAX = 4096
 # Threads writing an import's events at once (botocore clients are thread-safe; the pool's default is 10).
 IMPORT_WRITERS = 8
 MEMO_ATTR = "memo"
@@ -411,6 +422,9 @@ class DynamoSessionStore:
         self._offload_bytes = offload_bytes
         self._retention_s = retention_days * 86400
         self._quotas = quotas
+        # Sessions whose item has no tracked time order (created before ``tmax``): the claim-first path always
+        # fails its condition on them, so this process does not try it again (each try costs a write unit).
+        self._untracked: OrderedDict[SessionKey, None] = OrderedDict()
 
     # --- sessions -------------------------------------------------------------------------------------------
 
@@ -1140,6 +1154,17 @@ class DynamoSessionStore:
                 unique.append(event)
             elif not same_event(events[first_index[event.id]].body, event):
                 raise _id_conflict(event.id, i)
+        if (
+            watermark is None
+            and expected_version is None
+            and len(events) == 1
+            and not events[0].delta
+            and key not in self._untracked
+        ):
+            # What every chat append is: the claim-first path, two requests and no read (``_claim_first``).
+            fast = self._claim_first(key, events[0], token, budget)
+            if fast is not None:
+                return fast
         results: dict[str, dict[str, Any]] = {}  # event id -> stored event
         created_ids: set[str] = set()
         confirm: list[str] = []  # payloads that stored events refer to: untag them so that lifecycle keeps them
@@ -1183,6 +1208,8 @@ class DynamoSessionStore:
                 meta = budget.call(self._read_counters, key)
                 if meta is None:
                     raise SessionNotFound(key.session_id)
+                if meta.time_order is not None:
+                    self._untracked.pop(key, None)  # (re-created since: its time order is tracked)
                 if watermark is not None:
                     if watermark.incarnation is not None and meta.incarnation != watermark.incarnation:
                         raise SessionNotFound(key.session_id)  # deleted (and maybe re-created) since it was read
@@ -1279,6 +1306,156 @@ class DynamoSessionStore:
             created.append(event.id in created_ids and event.id not in seen)
             seen.add(event.id)
         return AppendResult(events=[results[e.id] for e in events], created=created, version=version)
+
+    def _claim_first(self, key: SessionKey, event: NewEvent, token: str, budget: _Budget) -> AppendResult | None:
+        """One event, no state delta, no ``If-Match``, its body inline: claim its seq, then put it (3.05 WRU, no
+        read; the transaction path's GetItem and TransactWriteItems cost 1 RRU and 5.05 WRU). None when the
+        claim's condition fails: the session is not one this path serves as it stands (absent, deleted, being
+        imported, its time order untracked or this timestamp out of it, a legacy state item to move, its state
+        item to move on, the events quota reached), and the transaction path, which reads the counters, answers.
+
+        1. The claim: one UpdateItem of the session item moves ``last_seq``, ``version``, ``tmax``,
+           ``update_time`` and the last claim's time ``ct``, conditioned so that what the transaction path would
+           compute from a read holds without one: ``tmax`` < the timestamp (the time order stays exact: ``tskew``
+           does not move; equal, e.g. a resend of the newest event, goes the transaction path, which finds the
+           stored event without moving anything), ``update_time`` <= it (so it is the new ``update_time``).
+           ``ReturnValues=ALL_NEW`` gives the seq, the version and the incarnation.
+        2. The put of the event item at that seq, ``attribute_not_exists(PK)``: failing with our own token it is
+           our own write whose answer was lost (201); with another, the id is stored already (a resend: 200 for
+           the same body, 409 otherwise) and the claimed seq stays a hole. So does a claim whose put never lands
+           (the function stopped between them; its client's resend claims anew). Readers order by ``by_seq``
+           and never assume consecutive seqs; a compaction cuts above a hole only once no put can still land in
+           it (``policy.compaction.settled_events``: the last claim ``ct`` 60 s old, twice the function's
+           timeout).
+        """
+        body = json.dumps(event.body, separators=(",", ":"), ensure_ascii=False)
+        if len(body.encode()) > self._offload_bytes:
+            return None
+        now = time.time()
+        expiry = self._expiry(now)
+        names = {
+            "#ls": "last_seq",
+            "#ver": "version",
+            "#tmax": TIME_MAX_ATTR,
+            "#ut": "update_time",
+            "#ct": CLAIM_TIME_ATTR,
+            "#due": "due",
+            "#dues": "due_since",
+            "#del": "deleting",
+            "#imp": "importing",
+            "#sti": STATE_ITEM_ATTR,
+        }
+        values: dict[str, Any] = {
+            ":one": _n(1),
+            ":ts": _n(event.timestamp),
+            ":now": _n(now),
+            ":due": _s(due_shard(key)),
+        }
+        sets = [
+            "#ls = #ls + :one",
+            "#ver = #ver + :one",
+            "#tmax = :ts",
+            "#ut = :ts",
+            "#ct = :now",
+            "#due = if_not_exists(#due, :due)",
+            "#dues = if_not_exists(#dues, :now)",
+        ]
+        if expiry:
+            names["#exp"] = "expires_at"
+            values[":exp"] = expiry
+            sets.append("#exp = :exp")
+        # What _read_counters and the transaction's condition would refuse or treat otherwise, as a condition.
+        condition = (
+            "attribute_exists(PK) AND attribute_not_exists(#del) AND attribute_not_exists(#imp) "
+            "AND attribute_exists(#sti) AND #tmax < :ts AND #ut <= :ts"
+        )
+        if self._quotas.events_per_session:
+            # last_seq counts every seq taken (holes too): the count the transaction path checks.
+            values[":max"] = _n(self._quotas.events_per_session)
+            condition += " AND #ls < :max"
+        if self._retention_s:
+            # The transaction path moves the state item's expiry on when the session would outlive it.
+            names["#stx"] = STATE_EXPIRY_ATTR
+            values[":stx"] = _n(now + self._retention_s)
+            condition += " AND (attribute_not_exists(#stx) OR #stx >= :stx)"
+        while True:
+            try:
+                claimed = self._db.update_item(
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    UpdateExpression="SET " + ", ".join(sets),
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )["Attributes"]
+                break
+            except self._db.exceptions.ConditionalCheckFailedException as exc:
+                # Not for this path (or botocore's retry met our own claim whose answer was lost, now above the
+                # timestamp: its seq stays a hole). Nothing of this request is stored.
+                old = exc.response.get("Item")
+                if old and TIME_MAX_ATTR not in old and "deleting" not in old and "importing" not in old:
+                    self._untracked[key] = None
+                    if len(self._untracked) > _UNTRACKED_MAX:
+                        self._untracked.popitem(last=False)
+                return None
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                # Throttled, or a lost answer: a claim that landed leaves a hole, the next one takes a new seq.
+                budget.after_fault(exc)
+        seq = _whole(claimed, "last_seq")
+        version = _whole(claimed, "version")
+        incarnation = _attr(claimed, "inc")
+        item: dict[str, Any] = {
+            "PK": _s(events_pk(key)),
+            "SK": _s(f"V#{event.id}"),
+            "seq": _n(seq),
+            "t": _n(event.timestamp),
+            "w": _s(token),
+            "v": _n(version),
+        }
+        if incarnation:
+            item["inc"] = _s(incarnation)
+        item["body"] = _s(body)
+        if expiry:
+            item["expires_at"] = expiry
+        while True:
+            try:
+                self._db.put_item(
+                    TableName=self._table,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(PK)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                break
+            except self._db.exceptions.ConditionalCheckFailedException as exc:
+                stored_item = exc.response.get("Item") or self._stored_items(key, [event.id], budget).get(event.id)
+                if stored_item is None:  # purged since it failed the condition: put it again
+                    budget.after_race()
+                    continue
+                if _attr(stored_item, "w") == token:
+                    break  # our own put, applied, its answer lost (botocore's or our retry met it)
+                stored = self.event_from_item(stored_item)
+                if not same_event(stored, event):
+                    raise _id_conflict(event.id, 0) from exc
+                if "blob" in stored_item:
+                    budget.call(self._blobs.confirm, stored_item["blob"]["S"])
+                return AppendResult(events=[stored], created=[False], version=version)
+            except Exception as exc:
+                code = error_code(exc)
+                if code == "ItemCollectionSizeLimitExceededException":
+                    raise _collection_full() from exc
+                if not _transient(exc):
+                    raise
+                budget.after_fault(exc)  # the same item, the same token: a put that landed is known again
+                # Not into a session deleted (and maybe created again) meanwhile: the put is conditioned on its
+                # own item only, and its partition would be the new session's.
+                marks = self._session_marks(key, budget)
+                if marks is None or "deleting" in marks or "importing" in marks or _attr(marks, "inc") != incarnation:
+                    raise SessionNotFound(key.session_id) from exc
+        return AppendResult(events=[dict(event.body, seq=seq)], created=[True], version=version)
 
     def _stored_items(self, key: SessionKey, event_ids: list[str], budget: _Budget) -> dict[str, dict[str, Any]]:
         """The stored items of those of ``event_ids`` that exist (consistent reads)."""
@@ -2154,6 +2331,7 @@ def _record_from_item(
         memo=_memo_from_item(item) if with_state else {},
         deletions=_whole(item, "dels"),
         hidden=tuple(_hidden_ranges(item)),
+        claimed_at=_number(item, CLAIM_TIME_ATTR),
     )
 
 

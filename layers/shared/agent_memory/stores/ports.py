@@ -59,6 +59,10 @@ class SessionRecord:
     # The seq ranges of those deletions whose purge has not finished (hidden from every read), as read with the
     # record: handed to ``read_events`` (``EventQuery.marks``) so that the store need not read them again.
     hidden: tuple[tuple[int, int], ...] = ()
+    # When a seq was last claimed ahead of its event's write (DynamoDB's claim-first append; None: never, and in
+    # the stores whose appends are atomic): until a while after it, a seq below ``last_seq`` with no event may
+    # still be written (``policy.compaction.settled_events``).
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True)
