@@ -129,7 +129,8 @@ class CompactionService:
         return self.compact_session(key, force=True)
 
     def compact_session(self, key: SessionKey, *, force: bool) -> CompactionOutcome:
-        record = self._store.get_session(key)
+        # The session's counters and marks only, maybe a moment stale: the summary's write checks them again.
+        record = self._store.get_session_for_compaction(key)
         if record is None:
             raise SessionNotFound(key.session_id)
         events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
