@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
-from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
+from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
 from agent_memory.service.transfer import SessionTransfer
 
@@ -38,7 +36,8 @@ def append_event(
         if_match=if_match,
         single=not batch,
     )
-    metrics.add_metric(name="EventsAppended", unit=MetricUnit.Count, value=len(outcome.events))
+    # No metric: an EMF line per append was a third of its log bytes, and no alarm reads it (Lambda's Invocations
+    # and the API's Count say the append rate; README, Configuration, LogLevel).
     payload = {"events": outcome.events} if batch else outcome.events[0]
     return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
 

@@ -492,19 +492,68 @@ def test_iam_writes_are_logged_with_the_callers_arn(
     assert (write["auth_mode"], write["app_name"], write["user_id"]) == ("iam", APP, "bob")
 
 
+def _write_line(caplog: pytest.LogCaptureFixture) -> dict[str, Any]:
+    """The last "write" record, as the logger writes it to the log (formatted at once: the keys are the request's)."""
+    record = [r for r in caplog.records if r.name == edge.logger.name and r.getMessage() == "write"][-1]
+    line: dict[str, Any] = json.loads(edge.logger.registered_formatter.format(record))
+    return line
+
+
 def test_a_write_line_leaves_out_what_the_log_group_already_says(
-    iam_mode: Gateway, info_logs: None, caplog: pytest.LogCaptureFixture
+    iam_mode: Gateway, info_logs: None, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Logs are billed by the byte and an append logs one "write" line: the function's name, ARN and memory size
-    # (one log group per function) and the code location are left out; the request's ids stay.
-    reply = iam_mode.request("POST", f"/apps/{APP}/users/bob/sessions", caller=None, iam=True)
-    assert reply.status == 201
-    (record,) = [r for r in caplog.records if r.name == edge.logger.name and r.getMessage() == "write"]
-    line = json.loads(edge.logger.registered_formatter.format(record))
-    assert not set(edge.CONSTANT_LOG_KEYS) & set(line), line
-    assert line["function_request_id"] and line["correlation_id"] and "cold_start" in line
-    route = "POST /apps/{app_name}/users/{user_id}/sessions"
-    assert (line["level"], line["route"], line["user_id"]) == ("INFO", route, "bob")
+    # (one log group per function), the service (one for the stack), the code location and the time (CloudWatch
+    # stamps every log event) are left out, and cold_start is there on a cold start only; the request's ids, the
+    # route, the user and the caller stay.
+    from aws_lambda_powertools.logging import logger as powertools_logger
+
+    monkeypatch.setattr(powertools_logger, "is_cold_start", True)  # this process's next invocation is its first
+    created = iam_mode.request("POST", f"/apps/{APP}/users/bob/sessions", caller=None, iam=True)
+    assert created.status == 201
+    cold = _write_line(caplog)
+    event = {"author": "user", "content": {"role": "user", "parts": [{"text": "hello"}]}}
+    session = created.body["id"]
+    appended = iam_mode.request(
+        "POST", f"/apps/{APP}/users/bob/sessions/{session}/events", caller=None, iam=True, body=event
+    )
+    assert appended.status == 201
+    warm = _write_line(caplog)
+    gone = set(edge.CONSTANT_LOG_KEYS)
+    assert {"service", "timestamp", "location", "function_name"} <= gone
+    assert not gone & set(cold) and not gone & set(warm), (cold, warm)
+    assert cold["cold_start"] is True and "cold_start" not in warm
+    assert cold["route"] == "POST /apps/{app_name}/users/{user_id}/sessions"
+    assert warm["route"] == "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events"
+    for line in (cold, warm):
+        assert line["function_request_id"] and line["correlation_id"], line
+        assert (line["level"], line["message"], line["app_name"], line["user_id"]) == ("INFO", "write", APP, "bob")
+        assert (line["auth_mode"], line["principal"]) == ("iam", "arn:aws:iam::123456789012:role/backend")
+    assert warm["function_request_id"] != cold["function_request_id"]
+    assert warm["correlation_id"] != cold["correlation_id"]
+
+
+def test_an_append_logs_its_write_line_and_no_metric(
+    iam_mode: Gateway, info_logs: None, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An append's EMF line (EventsAppended) was a third of its log bytes and no alarm reads it: an append writes
+    # its "write" line only; a create still publishes SessionsCreated (the sweep's metrics, which an alarm reads:
+    # tests/infra/test_template_deploy.py).
+    created = iam_mode.request("POST", f"/apps/{APP}/users/bob/sessions", caller=None, iam=True)
+    assert created.status == 201
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert any("SessionsCreated" in m and "_aws" in m for m in emitted), emitted
+    caplog.clear()
+    event = {"author": "user", "content": {"role": "user", "parts": [{"text": "hello"}]}}
+    path = f"/apps/{APP}/users/bob/sessions/{created.body['id']}/events"
+    for _ in range(2):
+        assert iam_mode.request("POST", path, caller=None, iam=True, body=event).status == 201
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert not [m for m in emitted if "_aws" in m], emitted
+    writes = [r for r in logged(caplog) if r["message"] == "write"]
+    assert [(w["route"], w["user_id"]) for w in writes] == [
+        ("POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events", "bob")
+    ] * 2
 
 
 def test_a_route_the_table_lacks_fails_closed(jwt_mode: Gateway) -> None:

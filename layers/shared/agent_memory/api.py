@@ -49,10 +49,13 @@ from .policy import access
 # The service is also the dimension of every metric, which the template's alarm on CompactionFailures names.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "agent-memory"
 logger = Logger(service=SERVICE)
-# Keys every line of a function's log group would repeat (each function has its own group) and the code location:
-# left out of the lines a request logs (its "write" line is one per write; logs are billed by the byte). The
-# request ids (``function_request_id``, ``correlation_id``), ``cold_start``, the level and the time stay.
-CONSTANT_LOG_KEYS = ("function_name", "function_arn", "function_memory_size", "location")
+# Keys every line of a function's log group would repeat (each function has its own group; ``service`` is the
+# stack's, one value for all), the code location, and the time (CloudWatch Logs stamps every log event with the
+# time Lambda read it, to the millisecond: Logs Insights' ``@timestamp``, the console's and a subscription's
+# ``timestamp``): left out of the lines a request logs (its "write" line is one per write; logs are billed by the
+# byte). The request ids (``function_request_id``, ``correlation_id``) and the level stay; ``cold_start`` is on the
+# lines of a cold start only (``cold_start: true``; absent on the others).
+CONSTANT_LOG_KEYS = ("function_name", "function_arn", "function_memory_size", "location", "service", "timestamp")
 
 
 class _Metrics:
@@ -439,7 +442,10 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        logger.remove_keys(CONSTANT_LOG_KEYS)  # what inject_lambda_context added that the log group already says
+        # what inject_lambda_context added (and the logger's defaults) that the log group already says; a warm
+        # start's cold_start: false, which every request but a container's first would repeat
+        warm = logger.get_current_keys().get("cold_start") is False
+        logger.remove_keys(CONSTANT_LOG_KEYS + (("cold_start",) if warm else ()))
         try:
             return app.resolve(event, context)
         finally:  # what Powertools' log_metrics does; a process that never added a metric has none to flush

@@ -14,17 +14,19 @@ from ..policy.compaction import (
     CompactionPlan,
     CompactionSettings,
     due_after,
+    invocations,
     plan_compaction,
     settled_events,
     sweep_shares,
 )
-from ..policy.messages import COMPACTION_META, event_role
+from ..policy.messages import COMPACTION_META, event_role, is_compaction
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
 from ..stores.ports import (
     EventQuery,
     NewEvent,
     SessionKey,
+    SessionRecord,
     SessionStore,
     SweepInvoker,
     marks_of,
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 COMPACTION_AUTHOR = "system"
 # Earlier events read for the overlap, per overlapping invocation (an invocation is rarely longer).
 OVERLAP_EVENTS_PER_INVOCATION = 50
+# The first read for the overlap, per overlapping invocation: a chat turn (two events) and the next one's start.
+OVERLAP_FIRST_EVENTS = 4
 
 
 @dataclass
@@ -136,12 +140,14 @@ class CompactionService:
         return self.compact_session(key, force=True)
 
     def compact_session(self, key: SessionKey, *, force: bool) -> CompactionOutcome:
-        record = self._store.get_session(key)
+        # The session's counters and marks only, maybe a moment stale: the summary's write checks them again.
+        record = self._store.get_session_for_compaction(key)
         if record is None:
             raise SessionNotFound(key.session_id)
         events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
         summary_event = next((e for e in events if e.get("id") == record.summary_event_id), None)
-        # Only where no event can still land at or below the cut (a seq claimed, its event not written yet).
+        # Only where no event can still land at or below the cut (a seq claimed, its event not written yet). A
+        # stale record is safe here: every seq up to its last_seq was claimed no later than its claim time.
         settled = settled_events(
             events,
             after_seq=record.summary_end_seq,
@@ -150,19 +156,15 @@ class CompactionService:
             claimed_at=record.claimed_at,
             now=time.time(),  # the clock the store stamped the claim with, not the summaries' (self._clock)
         )
-        earlier: list[dict[str, Any]] = []
-        if self._settings.overlap_size and record.summary_end_seq:
-            earlier = self._store.read_events(
-                key,
-                EventQuery(
-                    up_to_seq=record.summary_end_seq,
-                    num_recent=OVERLAP_EVENTS_PER_INVOCATION * self._settings.overlap_size,
-                    marks=marks_of(record),
-                ),
-            )
-        plan = plan_compaction(settled, summary_event, self._settings, earlier=earlier, force=force)
+        # Planned first without the overlap: whether there is anything to compact does not depend on it, so a
+        # session with no trigger reached (most sweeps of a slow chat) never reads it.
+        plan = plan_compaction(settled, summary_event, self._settings, force=force)
         if isinstance(plan, str):
             return CompactionOutcome(compacted=False, reason=plan, version=record.version)
+        if self._settings.overlap_size and record.summary_end_seq:
+            earlier = self._overlap_events(key, record)
+            plan = plan_compaction(settled, summary_event, self._settings, earlier=earlier, force=force)
+            assert not isinstance(plan, str)  # the same events and triggers: a plan again, with its overlap
         summary = self._summarizer.summarize([event_turn(e) for e in plan.overlap + plan.events], plan.previous_summary)
         event = self._compaction_event(plan, summary)
         stored = self._store.append_compaction(
@@ -183,6 +185,26 @@ class CompactionService:
             version=record.version,
             due_after=due_after(plan, events, summary, self._settings),
         )
+
+    def _overlap_events(self, key: SessionKey, record: SessionRecord) -> list[dict[str, Any]]:
+        """The newest events up to the summary's end, enough for the overlap's ``overlap_size`` invocations: a
+        small read first (``OVERLAP_FIRST_EVENTS`` per invocation), doubled while it holds no more invocations
+        than the overlap and may have stopped inside one, up to ``OVERLAP_EVENTS_PER_INVOCATION`` per invocation
+        (what was read every time before). Once the events hold one invocation more than the overlap, the last
+        ``overlap_size`` are whole (each starts inside the read), so the plan's overlap is the one the largest
+        read gives: a chat turn of two events costs one read of a few items instead of fifty."""
+        wanted = self._settings.overlap_size
+        most = OVERLAP_EVENTS_PER_INVOCATION * wanted
+        count = min(most, OVERLAP_FIRST_EVENTS * wanted)
+        while True:
+            earlier = self._store.read_events(
+                key, EventQuery(up_to_seq=record.summary_end_seq, num_recent=count, marks=marks_of(record))
+            )
+            if count >= most or len(earlier) < count:
+                return earlier
+            if len(invocations([e for e in earlier if not is_compaction(e)])) > wanted:
+                return earlier
+            count = min(most, count * 2)
 
     def _compaction_event(self, plan: CompactionPlan, summary: str) -> dict[str, Any]:
         return {

@@ -93,6 +93,9 @@ class InMemorySessionStore:
             record = self._sessions.get(key)
             return None if record is None else self._full(record)
 
+    def get_session_for_compaction(self, key: SessionKey) -> SessionRecord | None:
+        return self.get_session(key)  # reads here are consistent and cheap: the whole record
+
     def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self._lock:
             return copy.deepcopy(self._user_state.get((app_name, user_id), {}))

@@ -217,6 +217,14 @@ class SessionStore(Protocol):
         """The session with its own, user and app state; None if it does not exist."""
         ...
 
+    def get_session_for_compaction(self, key: SessionKey) -> SessionRecord | None:
+        """The session as a compaction plans on it: its counters, summary watermark, incarnation and deletion marks
+        (its own, user and app state and its memo may be left empty), possibly a moment stale. What it is used for
+        is checked again, consistently, by the writes a plan ends in: ``append_compaction`` stores nothing unless
+        the watermark, the incarnation and the deletion count are still those of the record, and ``clear_due``
+        removes nothing unless the version is. None if the session does not exist (or, stale, did not)."""
+        ...
+
     def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state (keys without their ``user:`` prefix); empty when none was ever written."""
         ...

@@ -599,6 +599,9 @@ class SqliteSessionStore:
             row = self._session_row(conn, key)
             return None if row is None else self._full(conn, row)
 
+    def get_session_for_compaction(self, key: SessionKey) -> SessionRecord | None:
+        return self.get_session(key)  # reads here are consistent and cheap: the whole record
+
     def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self._db.read() as conn:
             rows = conn.execute(
