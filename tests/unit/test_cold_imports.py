@@ -234,3 +234,37 @@ def test_a_write_still_emits_its_metric_and_a_read_loads_no_metrics_package() ->
     assert line["SessionsCreated"] == [1.0] and line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ColdTest"
     status, emitted, loaded = _answer_in_fresh_process("get_session", "GET", "/apps/a/users/u/sessions/s1", None)
     assert (status, emitted, loaded) == (404, "", [])
+
+
+def test_a_first_append_of_a_runner_event_loads_no_pydantic() -> None:
+    """A fresh append function stores an ADK event as the Runner sends it, and a batch of them, without pydantic
+    (plainevents.py reads the body); a chat message is then read by pydantic's models, which loads them."""
+    runner = {
+        "content": {"parts": [{"text": "hello"}], "role": "user"},
+        "invocation_id": "e-1",
+        "author": "user",
+        "actions": {
+            "state_delta": {"k": 1},
+            "artifact_delta": {},
+            "requested_auth_configs": {},
+            "requested_tool_confirmations": {},
+        },
+        "id": "ev1",
+        "timestamp": 1767225600.5,
+    }
+    model = {**runner, "id": "ev2", "author": "agent", "usage_metadata": {"prompt_token_count": 3}}
+    loaded = _modules_after(
+        _fresh("append_event") + ANSWER + "from agent_memory.composition import services\n"
+        "services().sessions.create_session(app_name='a', user_id='u', session_id='s')\n"
+        "path = '/apps/a/users/u/sessions/s/events'\n"
+        f"got = answer('POST', path, body=json.dumps({runner!r}))\n"
+        "assert got['statusCode'] == 201, got\n"
+        f"assert json.loads(got['body']) == {{**{runner!r}, 'seq': 1}}, got\n"
+        f"got = answer('POST', path, body=json.dumps({{'events': [{model!r}]}}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['events'][0]['usage_metadata'], got\n"
+        "assert 'pydantic' not in sys.modules, 'a Runner event loaded pydantic'\n"
+        "got = answer('POST', path, body=json.dumps({'role': 'user', 'content': 'hi'}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['content']['parts'] == [{'text': 'hi'}], got\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded

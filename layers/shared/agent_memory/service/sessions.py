@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..aws import capacity_error
 from ..errors import (
@@ -55,8 +55,24 @@ from ..stores.ports import (
 )
 from ..view import Session
 
-if TYPE_CHECKING:
-    from ..models import Event  # appends only; the handler validated them (pydantic)
+
+class _Actions(Protocol):
+    @property
+    def state_delta(self) -> dict[str, Any]: ...
+
+
+class AppendedEvent(Protocol):
+    """A validated event to append: ``models.Event`` (pydantic) or ``plainevents.PlainEvent`` (the common body read
+    without pydantic, issue 14); both give the same stored JSON."""
+
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def timestamp(self) -> float | None: ...
+    @property
+    def actions(self) -> _Actions: ...
+    def stored(self, event_id: str, timestamp: float, state_delta: dict[str, Any]) -> dict[str, Any]: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +330,7 @@ class SessionService:
         app_name: str,
         user_id: str,
         session_id: str,
-        events: Sequence[Event],
+        events: Sequence[AppendedEvent],
         if_match: str | None = None,
         single: bool = False,
     ) -> AppendOutcome:
@@ -362,23 +378,17 @@ class SessionService:
         # "*": any version; a list: the one that matched, so a write racing in between still answers 412.
         return None if condition.any_version else record.version
 
-    def _normalise(self, event: Event) -> NewEvent:
+    def _normalise(self, event: AppendedEvent) -> NewEvent:
         """Fill a validated event's id and timestamp; drop ``temp:`` state, which is never stored."""
         filled = event.timestamp is None
         delta = event.actions.state_delta
-        stored = event.model_copy(
-            update={
-                "id": event.id if event.id is not None else str(uuid.uuid4()),
-                "timestamp": self._clock() if filled else event.timestamp,
-                "seq": None,  # assigned by the store
-                "actions": event.actions.model_copy(update={"state_delta": strip_temp(delta)}),
-            }
-        )
-        assert stored.id is not None and stored.timestamp is not None
+        event_id = event.id if event.id is not None else str(uuid.uuid4())
+        timestamp = self._clock() if filled else event.timestamp
+        assert timestamp is not None
         return NewEvent(
-            id=stored.id,
-            timestamp=stored.timestamp,
-            body=stored.dump(),
+            id=event_id,
+            timestamp=timestamp,
+            body=event.stored(event_id, timestamp, strip_temp(delta)),
             delta=split_delta(delta),
             timestamp_filled=filled,
         )
