@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.plainevents import PlainBatch, PlainEvent
@@ -42,7 +40,7 @@ def append_event(
         if_match=if_match,
         single=not batch,
     )
-    metrics.add_metric(name="EventsAppended", unit=MetricUnit.Count, value=len(outcome.events))
+    metrics.add_metric(name="EventsAppended", unit="Count", value=len(outcome.events))
     payload = {"events": outcome.events} if batch else outcome.events[0]
     return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
 

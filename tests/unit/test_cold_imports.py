@@ -30,6 +30,7 @@ NOT_ON_THE_COLD_PATH = (
     "agent_memory.service.memories",
     "agent_memory.service.compaction",
     "agent_memory.policy.facts",
+    "agent_memory.policy.deletion",  # a deletion's plan: imported when one is asked for
     # pydantic and what is built with it: only a body (or a parameter params.py leaves to pydantic) loads them, on
     # the request that carries it (issue 14: importing them cost a fresh function more than its first request)
     "pydantic",
@@ -268,3 +269,30 @@ def test_a_first_append_of_a_runner_event_loads_no_pydantic() -> None:
         "assert 'pydantic' in sys.modules"
     )
     assert "pydantic" in loaded
+
+
+@pytest.mark.parametrize(
+    ("environment", "paused"),
+    [
+        ({"AWS_LAMBDA_FUNCTION_NAME": "cold", "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
+        ({"AWS_LAMBDA_FUNCTION_NAME": "cold", "AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, False),
+        ({}, False),  # not in Lambda: tests, the local server, benchmarks
+    ],
+)
+def test_a_cold_function_collects_no_garbage_until_its_first_response(
+    environment: dict[str, str], paused: bool
+) -> None:
+    """In a Lambda function on demand the collector is off from the layer's import (the handler's, Lambda's init)
+    to the first response, then on again with what the cold path built frozen (coldgc.py); elsewhere it is left
+    alone."""
+    loaded = _modules_after(
+        f"import os, gc; os.environ.update({environment!r})\n"
+        + _fresh("get_session")
+        + f"assert gc.isenabled() is {not paused}, 'the import'\n"
+        + ANSWER
+        + "got = answer('GET', '/apps/a/users/u/sessions/s')\n"
+        "assert got['statusCode'] == 404, got\n"
+        "assert gc.isenabled(), 'after the first response'\n"
+        f"assert (gc.get_freeze_count() > 10_000) is {paused}, gc.get_freeze_count()\n"
+    )
+    assert "agent_memory.coldgc" in loaded

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..aws import capacity_error
 from ..errors import (
@@ -28,7 +28,6 @@ from ..errors import (
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..params import MAX_BATCH, MAX_EVENT_PAGE
-from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges, with_partners
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
@@ -54,6 +53,9 @@ from ..stores.ports import (
     validated_key,
 )
 from ..view import Session
+
+if TYPE_CHECKING:  # the deletions' policy is imported by the deletions only (a create or an append never plans one)
+    from ..policy.deletion import DeletePlan
 
 
 class _Actions(Protocol):
@@ -415,6 +417,7 @@ class SessionService:
         validate_identifier(event_id, "event_id")
         if pairs is not None and pairs not in PAIRS:
             raise InvalidInput("pairs must be `delete` or `reject`", field="pairs")
+        from ..policy.deletion import plan_delete, seq_ranges, with_partners
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             events = self.store.read_events(key, EventQuery())
@@ -456,6 +459,7 @@ class SessionService:
             raise InvalidInput("send before_seq or before_invocation_id, not both", field="before_invocation_id")
         if before_seq is not None and (isinstance(before_seq, bool) or before_seq < 1):
             raise InvalidInput("before_seq must be 1 or more", field="before_seq")
+        from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             if before_seq is None and before_invocation_id is None:
