@@ -337,10 +337,30 @@ class Services:
                 lambda index, query, k, cut: _searched(index.search(query, k, embedder=embedder, min_score=cut)),
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,
-                facts=self.fact_extractor,
+                facts=_DeferredFacts(lambda: self.fact_extractor),  # built by the first save, not by a search
             )
 
         return self._once("memories", build)
+
+
+class _DeferredFacts:
+    """The configured fact extractor, built when a save first extracts: the offline one compiles its patterns
+    when imported (about 15 ms of a search function's cold start, which never extracts)."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+
+    @property
+    def name(self) -> str:
+        return str(self._build().name)
+
+    @name.setter
+    def name(self, value: str) -> None:  # the protocol's attribute is settable; the built extractor's is set
+        self._build().name = value
+
+    def extract(self, texts: list[str]) -> list[list[dict[str, str]]]:
+        extracted: list[list[dict[str, str]]] = self._build().extract(texts)
+        return extracted
 
 
 def compaction_settings(cfg: Settings) -> CompactionSettings:
