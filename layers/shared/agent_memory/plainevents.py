@@ -120,9 +120,11 @@ def _identifier(value: Any) -> Any:
 
 def _timestamp(value: Any) -> Any:
     """``bounds.Timestamp``: a JSON number (not a boolean; a numeric string is pydantic's), finite, in range."""
-    if type(value) not in (int, float) or not math.isfinite(value) or not MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:
+    if type(value) is int:  # compared as an int: a huge one is out of range, never an OverflowError
+        return float(value) if MIN_TIMESTAMP <= value <= MAX_TIMESTAMP else UNSURE
+    if type(value) is not float or not math.isfinite(value) or not MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:
         return UNSURE
-    return float(value)
+    return value
 
 
 def _json_object(max_bytes: int) -> Reader:
