@@ -297,3 +297,18 @@ def test_a_cold_function_collects_no_garbage_until_its_first_response(
         f"assert (gc.get_freeze_count() > 10_000) is {paused}, gc.get_freeze_count()\n"
     )
     assert "agent_memory.coldgc" in loaded
+
+
+def test_a_background_function_collects_again_when_its_work_starts() -> None:
+    """Auto-save's import runs paused in Lambda, like any function's; its handler resumes the collector first
+    (a background job's work is not a response anyone waits for)."""
+    _modules_after(
+        "import os, gc\n"
+        "os.environ.update(AWS_LAMBDA_FUNCTION_NAME='cold', AWS_LAMBDA_INITIALIZATION_TYPE='on-demand')\n"
+        + _fresh("autosave")
+        + "assert not gc.isenabled(), 'the import'\n"
+        "from local.apigw import LambdaContext\n"
+        "out = module.lambda_handler({'Records': []}, LambdaContext(function_name='cold'))\n"
+        "assert out == {'batchItemFailures': []}, out\n"
+        "assert gc.isenabled(), 'after the first invocation'\n"
+    )

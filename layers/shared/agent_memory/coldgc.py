@@ -5,7 +5,8 @@ data, Powertools' resolver, the handler's modules; a search function's index par
 live on, so each collection traverses them all and finds next to nothing to free; some 10% of a session function's
 first response (issue 14) and 60 ms of a search's at 100,000 records. So in a Lambda function invoked on demand the
 collector is paused when ``agent_memory`` is first imported (``pause_for_cold_start``) and resumed when the first
-response is answered (``api.lambda_entry``; a search function's first index search resumes it earlier), or after
+response is answered (``api.lambda_entry``; a search function's first index search resumes it earlier; a
+background function, auto-save or compaction, resumes it when its handler starts), or after
 ``COLD_GC_PAUSE_S`` whatever happens. The resume freezes what the cold path built (``gc.freeze``): it lives on,
 out of every later collection, not traversed now. Garbage made meanwhile (a cycle is rare on this path) is
 collected once the collector is back.
