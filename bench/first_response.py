@@ -10,9 +10,10 @@ endpoint and floor: a before/after comparison that the machine's load hits alike
 row per handler whose process imports those modules before the clock starts: what the first response would be if
 importing them cost nothing (``--preload pydantic`` prices the validation library before any work to remove it).
 
-Each measurement is a new process with what Lambda gives a function: the runtime's interpreter with only
-boto3 and botocore (the virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as
-its Makefile installs them (host wheels), the project's ``agent_memory`` first on the path. The clock starts
+Each measurement is a new process with what Lambda gives a function: its environment (the template's variables
+and the function's name, as the runtime sets it), the runtime's interpreter with only boto3 and botocore (the
+virtual environment ``tests/infra/test_layer.py`` builds), and the layer's packages as its Makefile installs them
+(host wheels), the project's ``agent_memory`` first on the path. The clock starts
 before the first import and stops when the handler returns (so the interpreter's own start, the same for
 both, is left out). The endpoint is a moto server in this process, provisioned from the template; each
 request is an API Gateway HTTP API (payload 2.0) event from ``local.apigw``, as ``make run`` builds it. Runs
@@ -100,6 +101,12 @@ def cases() -> list[Case]:
     ]
 
 
+def lambda_env(case: Case) -> dict[str, str]:
+    """What Lambda's runtime sets besides the template's variables that the layer reads: the function's name (in a
+    Lambda function on demand, the cold start runs without garbage collection: ``agent_memory/coldgc.py``)."""
+    return {"AWS_LAMBDA_FUNCTION_NAME": case.function, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}
+
+
 def event_for(case: Case, template: dict[str, Any]) -> dict[str, Any]:
     for route in routes(template):
         params = route.match(case.method, case.path) if route.function == case.function else None
@@ -181,7 +188,12 @@ def main() -> None:
                     path=str(handler_file(template, c.function, tree)),
                     preload="".join(f"import {m}\n" for m in modules),
                 )
-                envs[c.name + suffix] = {**env, **function_environment(template, c.function, names), **QUIET}
+                envs[c.name + suffix] = {
+                    **env,
+                    **function_environment(template, c.function, names),
+                    **QUIET,
+                    **lambda_env(c),
+                }
         # Memories for the search to find (so that it loads the model and the index), saved the same way.
         texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
         save = Case(
@@ -195,7 +207,7 @@ def main() -> None:
             code[c.name] = HANDLER.format(
                 layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function)), preload=""
             )
-            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET}
+            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET, **lambda_env(c)}
         for c in (setup, save):
             _, status, _, _ = run([python, "-I", "-c", code[c.name]], envs[c.name], json.dumps(event_for(c, template)))
             assert status < 300, (c.name, status)

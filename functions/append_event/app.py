@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
+from agent_memory.plainevents import PlainBatch, PlainEvent
 from agent_memory.service.transfer import SessionTransfer
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
@@ -25,14 +26,17 @@ def append_event(
     body: Annotated[AppendRequest, Body()],
     if_match: IfMatch = None,
 ) -> Response[str]:
-    from agent_memory.requests import EventBatch  # loaded with the body's validation (pydantic)
+    if isinstance(body, (PlainEvent, PlainBatch)):  # the common body, read without pydantic (params.py)
+        batch = isinstance(body, PlainBatch)
+    else:
+        from agent_memory.requests import EventBatch  # loaded with the body's validation (pydantic)
 
-    batch = isinstance(body, EventBatch)
+        batch = isinstance(body, EventBatch)
     outcome = services().sessions.append_events(
         app_name=app_name,
         user_id=user_id,
         session_id=session_id,
-        events=body.events if isinstance(body, EventBatch) else [body],
+        events=body.events if batch else [body],
         if_match=if_match,
         single=not batch,
     )

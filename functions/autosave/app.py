@@ -6,7 +6,7 @@ records of the same shape. The session store's adapter reads them (``changes``).
 
 from typing import Any
 
-from agent_memory import budget
+from agent_memory import budget, coldgc
 from agent_memory.api import logger
 from agent_memory.composition import services
 from agent_memory.config import settings
@@ -22,6 +22,7 @@ settings()  # start-up check of the configuration (an unparsable AUTOSAVE_POLICY
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    coldgc.resume()  # the import ran without garbage collection (coldgc.py); a background job's work collects
     wired = services()
     store = wired.session_store
     # a remote embedder gets the background budget per session, and none runs past the function's timeout: a

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory import budget
+from agent_memory import budget, coldgc
 from agent_memory.api import logger, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
@@ -18,6 +18,7 @@ settings()  # start-up check: a prompt template without {conversation_history} s
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    coldgc.resume()  # the import ran without garbage collection (coldgc.py); a background job's work collects
     # Workers that run in this process (no worker function configured: make run) get the background budget too.
     with budget.invocation(context, budget.BACKGROUND):
         wired = services()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.params import NewSession
@@ -47,7 +45,7 @@ def create_session(
         state=request.state,
         if_none_match=if_none_match,
     )
-    metrics.add_metric(name="SessionsCreated", unit=MetricUnit.Count, value=int(created))
+    metrics.add_metric(name="SessionsCreated", unit="Count", value=int(created))
     return json_response(201 if created else 200, session, {"ETag": f'"{session["version"]}"'})
 
 
@@ -62,7 +60,7 @@ def import_session(
     session = SessionTransfer(services().sessions.store).import_session(
         app_name, user_id, body, session_id=session_id, replace=replace
     )
-    metrics.add_metric(name="SessionsImported", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="SessionsImported", unit="Count", value=1)
     return json_response(201, session, {"ETag": f'"{session["version"]}"'})
 
 

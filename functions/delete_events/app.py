@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 
@@ -43,7 +41,7 @@ def delete_event(
         if_match=if_match,
         forget=services().memories.forget_events,
     )
-    metrics.add_metric(name="EventsDeleted", unit=MetricUnit.Count, value=len(answer["deleted"]))
+    metrics.add_metric(name="EventsDeleted", unit="Count", value=len(answer["deleted"]))
     return json_response(200, answer, {"ETag": f'"{answer["version"]}"'})
 
 
@@ -65,7 +63,7 @@ def clear_events(
         if_match=if_match,
         forget=services().memories.forget_events,
     )
-    metrics.add_metric(name="EventsDeleted", unit=MetricUnit.Count, value=answer["deleted"])
+    metrics.add_metric(name="EventsDeleted", unit="Count", value=answer["deleted"])
     return json_response(200, answer, {"ETag": f'"{answer["version"]}"'})
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 
@@ -31,7 +29,7 @@ def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemori
         result = service.save_session(
             app_name=app_name, user_id=user_id, session_id=body.session_id, policy=body.policy
         )
-    metrics.add_metric(name="MemoriesSaved", unit=MetricUnit.Count, value=result["saved"])
+    metrics.add_metric(name="MemoriesSaved", unit="Count", value=result["saved"])
     return json_response(200, result)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory import composition
+from agent_memory import coldgc, composition
 from agent_memory.composition import Services, preload_embedder
 from agent_memory.config import Settings
 from agent_memory.requests import MemoryText
@@ -56,7 +56,7 @@ def test_the_handlers_init_pauses_the_collector_and_the_first_search_resumes_and
 def test_the_pause_ends_by_itself_when_no_search_comes(
     fresh_pause: composition._ColdGCPause, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(composition, "COLD_GC_PAUSE_S", 0.05)
+    monkeypatch.setattr(coldgc, "COLD_GC_PAUSE_S", 0.05)
     composition.pause_gc_for_first_search()
     assert not gc.isenabled()
     deadline = time.monotonic() + 5

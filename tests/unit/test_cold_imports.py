@@ -30,6 +30,7 @@ NOT_ON_THE_COLD_PATH = (
     "agent_memory.service.memories",
     "agent_memory.service.compaction",
     "agent_memory.policy.facts",
+    "agent_memory.policy.deletion",  # a deletion's plan: imported when one is asked for
     # pydantic and what is built with it: only a body (or a parameter params.py leaves to pydantic) loads them, on
     # the request that carries it (issue 14: importing them cost a fresh function more than its first request)
     "pydantic",
@@ -150,7 +151,7 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
     loaded = _modules_after(
         _fresh("search_memories")
         + f"cold = set(sys.modules) & set({NOT_ON_THE_COLD_PATH!r})\n"
-        + "assert cold <= {'agent_memory.service.memories', 'agent_memory.policy.facts'}, cold\n"
+        + "assert cold <= {'agent_memory.service.memories'}, cold\n"
         + ANSWER
         + "path = '/apps/a/users/u/memories/search'\n"
         "got = answer('GET', path, 'query=where%20do%20I%20live&top_k=3')\n"
@@ -158,6 +159,7 @@ def test_a_search_function_imports_no_pydantic_and_its_first_searches_load_none(
         "got = answer('POST', path, body=json.dumps({'query': 'where do I live', 'top_k': 3, 'min_score': 0}))\n"
         "assert got['statusCode'] == 200 and json.loads(got['body']) == {'memories': []}, got\n"
         "assert 'pydantic' not in sys.modules, 'a common search loaded pydantic'\n"
+        "assert 'agent_memory.policy.facts' not in sys.modules, 'a search compiled the fact patterns'\n"
         "bad = answer('POST', path, body=json.dumps({'query': 'where', 'top_k': 0}))\n"
         "assert bad['statusCode'] == 422 and json.loads(bad['body'])['error']['field'] == 'top_k', bad\n"
         "assert 'pydantic' in sys.modules"
@@ -234,3 +236,79 @@ def test_a_write_still_emits_its_metric_and_a_read_loads_no_metrics_package() ->
     assert line["SessionsCreated"] == [1.0] and line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ColdTest"
     status, emitted, loaded = _answer_in_fresh_process("get_session", "GET", "/apps/a/users/u/sessions/s1", None)
     assert (status, emitted, loaded) == (404, "", [])
+
+
+def test_a_first_append_of_a_runner_event_loads_no_pydantic() -> None:
+    """A fresh append function stores an ADK event as the Runner sends it, and a batch of them, without pydantic
+    (plainevents.py reads the body); a chat message is then read by pydantic's models, which loads them."""
+    runner = {
+        "content": {"parts": [{"text": "hello"}], "role": "user"},
+        "invocation_id": "e-1",
+        "author": "user",
+        "actions": {
+            "state_delta": {"k": 1},
+            "artifact_delta": {},
+            "requested_auth_configs": {},
+            "requested_tool_confirmations": {},
+        },
+        "id": "ev1",
+        "timestamp": 1767225600.5,
+    }
+    model = {**runner, "id": "ev2", "author": "agent", "usage_metadata": {"prompt_token_count": 3}}
+    loaded = _modules_after(
+        _fresh("append_event") + ANSWER + "from agent_memory.composition import services\n"
+        "services().sessions.create_session(app_name='a', user_id='u', session_id='s')\n"
+        "path = '/apps/a/users/u/sessions/s/events'\n"
+        f"got = answer('POST', path, body=json.dumps({runner!r}))\n"
+        "assert got['statusCode'] == 201, got\n"
+        f"assert json.loads(got['body']) == {{**{runner!r}, 'seq': 1}}, got\n"
+        f"got = answer('POST', path, body=json.dumps({{'events': [{model!r}]}}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['events'][0]['usage_metadata'], got\n"
+        "assert 'pydantic' not in sys.modules, 'a Runner event loaded pydantic'\n"
+        "got = answer('POST', path, body=json.dumps({'role': 'user', 'content': 'hi'}))\n"
+        "assert got['statusCode'] == 201 and json.loads(got['body'])['content']['parts'] == [{'text': 'hi'}], got\n"
+        "assert 'pydantic' in sys.modules"
+    )
+    assert "pydantic" in loaded
+
+
+@pytest.mark.parametrize(
+    ("environment", "paused"),
+    [
+        ({"AWS_LAMBDA_FUNCTION_NAME": "cold", "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}, True),
+        ({"AWS_LAMBDA_FUNCTION_NAME": "cold", "AWS_LAMBDA_INITIALIZATION_TYPE": "provisioned-concurrency"}, False),
+        ({}, False),  # not in Lambda: tests, the local server, benchmarks
+    ],
+)
+def test_a_cold_function_collects_no_garbage_until_its_first_response(
+    environment: dict[str, str], paused: bool
+) -> None:
+    """In a Lambda function on demand the collector is off from the layer's import (the handler's, Lambda's init)
+    to the first response, then on again with what the cold path built frozen (coldgc.py); elsewhere it is left
+    alone."""
+    loaded = _modules_after(
+        f"import os, gc; os.environ.update({environment!r})\n"
+        + _fresh("get_session")
+        + f"assert gc.isenabled() is {not paused}, 'the import'\n"
+        + ANSWER
+        + "got = answer('GET', '/apps/a/users/u/sessions/s')\n"
+        "assert got['statusCode'] == 404, got\n"
+        "assert gc.isenabled(), 'after the first response'\n"
+        f"assert (gc.get_freeze_count() > 10_000) is {paused}, gc.get_freeze_count()\n"
+    )
+    assert "agent_memory.coldgc" in loaded
+
+
+def test_a_background_function_collects_again_when_its_work_starts() -> None:
+    """Auto-save's import runs paused in Lambda, like any function's; its handler resumes the collector first
+    (a background job's work is not a response anyone waits for)."""
+    _modules_after(
+        "import os, gc\n"
+        "os.environ.update(AWS_LAMBDA_FUNCTION_NAME='cold', AWS_LAMBDA_INITIALIZATION_TYPE='on-demand')\n"
+        + _fresh("autosave")
+        + "assert not gc.isenabled(), 'the import'\n"
+        "from local.apigw import LambdaContext\n"
+        "out = module.lambda_handler({'Records': []}, LambdaContext(function_name='cold'))\n"
+        "assert out == {'batchItemFailures': []}, out\n"
+        "assert gc.isenabled(), 'after the first invocation'\n"
+    )

@@ -192,6 +192,8 @@ def test_the_composition_root_wires_the_configured_summarizer_as_the_extractor()
         Settings(embedder="none", summarizer="openai", summarizer_model="m", summarizer_endpoint="https://x/v1"),
         "memory",
     )
+    facts = model.memories._facts  # the configured extractor, built on first use (a search never builds it)
+    assert "fact_extractor" not in model._built
+    assert facts.name == "model:openai"
     extractor = model.fact_extractor
     assert isinstance(extractor, ModelFactExtractor) and extractor.model is model.summarizer
-    assert model.memories._facts is extractor

@@ -36,7 +36,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from . import budget, params, routes
+from . import budget, coldgc, params, routes
 from .aws import capacity_error
 from .config import settings
 from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
@@ -455,7 +455,10 @@ def lambda_entry(app: Resolver) -> Callable[[dict[str, Any], Any], dict[str, Any
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # the lock: the logger's correlation id and the metrics buffer are per request too; the budget: a model
         # call behind API Gateway fits the request's budget and ends before the function's timeout
-        with lock, budget.invocation(context, budget.REQUEST):
-            return resolve(event, context)
+        try:
+            with lock, budget.invocation(context, budget.REQUEST):
+                return resolve(event, context)
+        finally:
+            coldgc.resume()  # the first response is answered: the cold start's pause of the collector ends
 
     return handler

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
-from . import params
+from . import params, plainevents
 from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
 from .policy.identifiers import IDENTIFIER_PATTERN
 
@@ -23,8 +23,10 @@ from .policy.identifiers import IDENTIFIER_PATTERN
 # A session's own state and each state delta: with the item's other attributes this still fits the 400 KB
 # DynamoDB item that holds a session's state.
 MAX_STATE_BYTES = params.MAX_STATE_BYTES
-MAX_METADATA_BYTES = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
-MAX_TOOL_JSON_BYTES = 2_000_000  # a function call's args, a function response's response (events go to S3)
+MAX_METADATA_BYTES = (
+    plainevents.MAX_METADATA_BYTES
+)  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
+MAX_TOOL_JSON_BYTES = plainevents.MAX_TOOL_JSON_BYTES  # a function call's args, a function response's response
 MAX_QUERY_CHARS = params.MAX_QUERY_CHARS  # a memory search query
 MAX_MEMORY_TEXT = params.MAX_MEMORY_TEXT  # one directly added memory text
 MAX_PARAMETER_CHARS = params.MAX_PARAMETER_CHARS  # any other query parameter or header

@@ -16,7 +16,6 @@ client. The services themselves (``service/``) name no adapter: they get ports.
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import os
 import threading
@@ -24,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import coldgc
 from .config import Settings, settings
 from .policy.quotas import Quotas
 from .stores.ports import (
@@ -337,10 +337,30 @@ class Services:
                 lambda index, query, k, cut: _searched(index.search(query, k, embedder=embedder, min_score=cut)),
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,
-                facts=self.fact_extractor,
+                facts=_DeferredFacts(lambda: self.fact_extractor),  # built by the first save, not by a search
             )
 
         return self._once("memories", build)
+
+
+class _DeferredFacts:
+    """The configured fact extractor, built when a save first extracts: the offline one compiles its patterns
+    when imported (about 15 ms of a search function's cold start, which never extracts)."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+
+    @property
+    def name(self) -> str:
+        return str(self._build().name)
+
+    @name.setter
+    def name(self, value: str) -> None:  # the protocol's attribute is settable; the built extractor's is set
+        self._build().name = value
+
+    def extract(self, texts: list[str]) -> list[list[dict[str, str]]]:
+        extracted: list[list[dict[str, str]]] = self._build().extract(texts)
+        return extracted
 
 
 def compaction_settings(cfg: Settings) -> CompactionSettings:
@@ -361,53 +381,15 @@ def services() -> Services:
     return Services(settings())
 
 
-# Lambda's initialisation types in which the init phase runs ahead of any request (and the environment may be
-# frozen, background threads with it, until the first one arrives).
-AHEAD_OF_REQUESTS = frozenset({"provisioned-concurrency", "snap-start"})
-
-
-# How long a cold search function's garbage collector may stay paused at most (``pause_gc_for_first_search``):
-# the first search answers within it (1-1.5 s at 100,000 records); a container whose first request is not a
-# search, or fails before its index search, collects again from then on.
-COLD_GC_PAUSE_S = 5.0
-
-
-class _ColdGCPause:
-    """The garbage collector paused over a cold search function's first search, once per process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._used = False
-        self.paused = False
-
-    def pause(self) -> None:
-        with self._lock:
-            if self._used or not gc.isenabled():  # once; and never re-enable what someone else disabled
-                return
-            self._used = self.paused = True
-            gc.disable()
-            self._timer = threading.Timer(COLD_GC_PAUSE_S, self.resume)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def resume(self) -> None:
-        if not self.paused:  # every search asks: one attribute read once resumed
-            return
-        with self._lock:
-            if self.paused:
-                self.paused = False
-                gc.freeze()  # what the cold path built lives on: out of every later collection, not traversed now
-                gc.enable()
-                if self._timer is not None:
-                    self._timer.cancel()
-
-
-_cold_gc = _ColdGCPause()
+# The cold start's pause of the garbage collector (coldgc.py): a search function's first index search resumes it.
+AHEAD_OF_REQUESTS = coldgc.AHEAD_OF_REQUESTS
+_ColdGCPause = coldgc._ColdGCPause
+_cold_gc = coldgc._cold_gc
 
 
 def pause_gc_for_first_search() -> None:
-    """Pause the garbage collector until the first search's index search returns (at most ``COLD_GC_PAUSE_S``).
+    """Pause the garbage collector until the first search's index search returns (at most
+    ``coldgc.COLD_GC_PAUSE_S``), if the layer's import has not already (``coldgc``: a Lambda function on demand).
 
     Before a cold search function's first answer Python collects about 60 times, 60 ms of wall time at 100,000
     records, some 40 of them after the handler's import (botocore's service models, the index's parts): the

@@ -15,7 +15,6 @@ These models are the request models of events: their bounds (``bounds.py``) appl
 from __future__ import annotations
 
 import base64
-import re
 from typing import Any
 
 from pydantic import (
@@ -33,6 +32,9 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .bounds import Identifier, Metadata, State, Timestamp, ToolJson, check_extra_json
 from .jsonvalues import JsonRejected, parse_json_body
+from .plainevents import FREE_FORM_FIELDS as FREE_FORM_FIELDS
+from .plainevents import snake_case as snake_case
+from .plainevents import snake_case_keys  # pydantic-free: the append's reading without pydantic shares them
 from .view import Session as Session  # a plain class (no pydantic on the session functions' cold path)
 
 
@@ -49,54 +51,6 @@ def reject_two_spellings(model: type[BaseModel], data: Any) -> None:
             raise ValidationError.from_exception_data(
                 model.__name__, [InitErrorDetails(type=error, loc=(name,), input=data)]
             )
-
-
-_CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
-_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# Free-form maps: their keys are the client's data (state keys, tool arguments, metadata), never field names, so
-# they are kept exactly as sent wherever they appear (ADK's ``agent_state`` and GenAI's ``part_metadata`` are not
-# modelled here but are such maps too).
-FREE_FORM_FIELDS = frozenset(
-    {
-        "state",
-        "state_delta",
-        "artifact_delta",
-        "custom_metadata",
-        "metadata",
-        "args",
-        "response",
-        "agent_state",
-        "part_metadata",
-        "requested_auth_configs",
-        "requested_tool_confirmations",
-        # ADK 2's structured output of an agent (``Event.output``, ``actions.set_model_response``) and a UI
-        # widget's ``payload``: the application's own data, whatever its spelling.
-        "output",
-        "set_model_response",
-        "payload",
-    }
-)
-
-
-def snake_case(name: str) -> str:
-    """``usageMetadata`` -> ``usage_metadata``; a name that is not camelCase is returned unchanged."""
-    return _HUMP.sub("_", name).lower() if _CAMEL.fullmatch(name) else name
-
-
-def _snake_case_keys(value: Any) -> Any:
-    """A value of a field the service does not model, with camelCase keys turned snake_case at every level but
-    inside free-form maps (``FREE_FORM_FIELDS``), as ADK's own JSON has them (GenAI types dumped by name)."""
-    if isinstance(value, list):
-        return [_snake_case_keys(item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        name = snake_case(key) if isinstance(key, str) else key
-        if name in out and name != key:  # both spellings in one object: the snake_case one wins
-            continue
-        out[name] = item if name in FREE_FORM_FIELDS else _snake_case_keys(item)
-    return out
 
 
 def snake_case_extras(model: type[BaseModel], data: Any) -> Any:
@@ -119,7 +73,7 @@ def snake_case_extras(model: type[BaseModel], data: Any) -> Any:
             raise ValidationError.from_exception_data(
                 model.__name__, [InitErrorDetails(type=error, loc=(name,), input=data)]
             )
-        out[name] = value if name in FREE_FORM_FIELDS else _snake_case_keys(value)
+        out[name] = value if name in FREE_FORM_FIELDS else snake_case_keys(value)
     return out
 
 
@@ -284,6 +238,14 @@ class Event(_AdkModel):
     def dump(self) -> dict[str, Any]:
         """The event's JSON form: snake_case, without unset optional fields."""
         return self.model_dump(mode="json", exclude_none=True, by_alias=False)
+
+    def stored(self, event_id: str, timestamp: float, state_delta: dict[str, Any]) -> dict[str, Any]:
+        """The JSON the service stores: this event with ``id`` and ``timestamp`` set, no ``seq`` (the store assigns
+        it) and ``actions.state_delta`` replaced (``temp:`` keys out). ``plainevents.PlainEvent.stored`` is the same
+        without pydantic."""
+        actions = self.actions.model_copy(update={"state_delta": state_delta})
+        copy = self.model_copy(update={"id": event_id, "timestamp": timestamp, "seq": None, "actions": actions})
+        return copy.dump()
 
 
 # Chat messages: an OpenAI-style or voice-agent message becomes an Event that keeps every field.

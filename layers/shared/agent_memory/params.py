@@ -25,21 +25,22 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from . import plainevents
 from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
 from .policy.identifiers import IDENTIFIER_PATTERN
 
 # --- bounds shared with requests.py / bounds.py -------------------------------------------------------------------
 MAX_QUERY_CHARS = 10_000  # a memory search query
 MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
-MAX_BATCH = 100  # events in one append, memories in one save
+MAX_BATCH = plainevents.MAX_BATCH  # events in one append, memories in one save
 MAX_MEMORY_TEXT = 20_000  # one directly added memory text
-MAX_STATE_BYTES = 300_000  # a session's own state and each state delta (bounds.State)
+MAX_STATE_BYTES = plainevents.MAX_STATE_BYTES  # a session's own state and each state delta (bounds.State)
 MAX_TOP_K = 100
 MAX_PAGE = 100
 MAX_EVENT_PAGE = 1000
 MAX_NEXT_TOKEN = 1024
-MIN_TIMESTAMP = 0.0
-MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last second a datetime holds
+MIN_TIMESTAMP = plainevents.MIN_TIMESTAMP
+MAX_TIMESTAMP = plainevents.MAX_TIMESTAMP  # 9999-12-31T23:59:59Z, the last second a datetime holds
 MAX_CONTEXT_MEMORIES = 50  # policy.context's (a test checks they agree)
 EXPORT_FORMAT = "agent-memory/session@1"  # the export document's ``format``
 
@@ -50,7 +51,7 @@ _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 _DIGITS = re.compile(r"[0-9]{1,9}")
 _DECIMAL = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,20})?")
 
-UNSURE = object()
+UNSURE = plainevents.UNSURE
 """What a check answers for a value it does not take: pydantic decides (and words the error)."""
 
 Check = Callable[[str], Any]
@@ -333,6 +334,7 @@ BODIES: dict[str, Callable[[Any], Any]] = {
     "Annotated[CreateSessionRequest | None, Body()]": new_session,
     "Annotated[SearchRequest, Body()]": search,
     "Annotated[SaveMemoriesRequest, Body()]": save,
+    "Annotated[AppendRequest, Body()]": plainevents.append_body,
 }
 """A body annotation (as a handler writes it) -> its check; any other body is read by pydantic."""
 

@@ -22,7 +22,6 @@ from ..policy.identifiers import validate_identifier
 from ..policy.messages import is_compaction
 from ..policy.profile import Source, aggregate
 from ..policy.quotas import NO_QUOTAS, Quotas
-from ..providers.facts import ExtractiveFactExtractor
 from ..providers.ports import FactExtractor
 from ..stores.ports import (
     TEXT_PREFIX,
@@ -110,6 +109,8 @@ def _offline_facts(text: str) -> list[dict[str, str]]:
         if cached is not None:
             _OFFLINE_FACTS.move_to_end(key)
     if cached is None:
+        from ..providers.facts import ExtractiveFactExtractor  # its patterns compile on import: not a search's
+
         (facts,) = ExtractiveFactExtractor().extract([text])
         cached = tuple((f["category"], f["text"]) for f in facts)
         with _OFFLINE_FACTS_LOCK:
@@ -155,7 +156,7 @@ class MemoryService:
         facts: FactExtractor | None = None,
     ) -> None:
         self._quotas = quotas
-        self._facts: FactExtractor = facts or ExtractiveFactExtractor()
+        self._facts_given = facts
         self._sessions_of: Callable[[], SessionStore] = _factory(sessions)
         self._memories = memories
         self._claims_of: Callable[[], ClaimStore] = _factory(claims)
@@ -402,6 +403,16 @@ class MemoryService:
             return self._context_of_stored_turns(held, new, sources or {}) if with_context else new
 
         return prepare
+
+    @property
+    def _facts(self) -> FactExtractor:
+        """The fact extractor, the offline one unless given; made (its patterns compiled) when a save first needs it,
+        so a search function's cold start never compiles them (issue 14)."""
+        if self._facts_given is None:
+            from ..providers.facts import ExtractiveFactExtractor
+
+            self._facts_given = ExtractiveFactExtractor()
+        return self._facts_given
 
     def _with_facts(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
         """``records`` with the facts about the user their texts state (the user's own words only: what an

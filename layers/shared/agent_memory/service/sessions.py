@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..aws import capacity_error
 from ..errors import (
@@ -28,7 +28,6 @@ from ..errors import (
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 from ..params import MAX_BATCH, MAX_EVENT_PAGE
-from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges, with_partners
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
@@ -55,8 +54,27 @@ from ..stores.ports import (
 )
 from ..view import Session
 
-if TYPE_CHECKING:
-    from ..models import Event  # appends only; the handler validated them (pydantic)
+if TYPE_CHECKING:  # the deletions' policy is imported by the deletions only (a create or an append never plans one)
+    from ..policy.deletion import DeletePlan
+
+
+class _Actions(Protocol):
+    @property
+    def state_delta(self) -> dict[str, Any]: ...
+
+
+class AppendedEvent(Protocol):
+    """A validated event to append: ``models.Event`` (pydantic) or ``plainevents.PlainEvent`` (the common body read
+    without pydantic, issue 14); both give the same stored JSON."""
+
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def timestamp(self) -> float | None: ...
+    @property
+    def actions(self) -> _Actions: ...
+    def stored(self, event_id: str, timestamp: float, state_delta: dict[str, Any]) -> dict[str, Any]: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +332,7 @@ class SessionService:
         app_name: str,
         user_id: str,
         session_id: str,
-        events: Sequence[Event],
+        events: Sequence[AppendedEvent],
         if_match: str | None = None,
         single: bool = False,
     ) -> AppendOutcome:
@@ -362,23 +380,17 @@ class SessionService:
         # "*": any version; a list: the one that matched, so a write racing in between still answers 412.
         return None if condition.any_version else record.version
 
-    def _normalise(self, event: Event) -> NewEvent:
+    def _normalise(self, event: AppendedEvent) -> NewEvent:
         """Fill a validated event's id and timestamp; drop ``temp:`` state, which is never stored."""
         filled = event.timestamp is None
         delta = event.actions.state_delta
-        stored = event.model_copy(
-            update={
-                "id": event.id if event.id is not None else str(uuid.uuid4()),
-                "timestamp": self._clock() if filled else event.timestamp,
-                "seq": None,  # assigned by the store
-                "actions": event.actions.model_copy(update={"state_delta": strip_temp(delta)}),
-            }
-        )
-        assert stored.id is not None and stored.timestamp is not None
+        event_id = event.id if event.id is not None else str(uuid.uuid4())
+        timestamp = self._clock() if filled else event.timestamp
+        assert timestamp is not None
         return NewEvent(
-            id=stored.id,
-            timestamp=stored.timestamp,
-            body=stored.dump(),
+            id=event_id,
+            timestamp=timestamp,
+            body=event.stored(event_id, timestamp, strip_temp(delta)),
             delta=split_delta(delta),
             timestamp_filled=filled,
         )
@@ -405,6 +417,7 @@ class SessionService:
         validate_identifier(event_id, "event_id")
         if pairs is not None and pairs not in PAIRS:
             raise InvalidInput("pairs must be `delete` or `reject`", field="pairs")
+        from ..policy.deletion import plan_delete, seq_ranges, with_partners
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             events = self.store.read_events(key, EventQuery())
@@ -446,6 +459,7 @@ class SessionService:
             raise InvalidInput("send before_seq or before_invocation_id, not both", field="before_invocation_id")
         if before_seq is not None and (isinstance(before_seq, bool) or before_seq < 1):
             raise InvalidInput("before_seq must be 1 or more", field="before_seq")
+        from ..policy.deletion import DeletePlan, first_of_invocation, plan_delete, seq_ranges
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             if before_seq is None and before_invocation_id is None:
