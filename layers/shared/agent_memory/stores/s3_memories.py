@@ -3,10 +3,11 @@
 Layout under ``memories/{app}/{user}/``:
 
 - ``manifest.json``  which objects make up the user's memory now: ``{"snapshot": key | null, "segments":
-  [key, …], "pending_delete": [key, …], "epoch": str, "purge": bool, "w": nonce}``; replaced only with a
-  conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so concurrent writers never
-  lose each other's work, and each write carries a nonce so that a writer recognises its own write after a
-  lost answer;
+  [key, …], "pending_delete": [key, …], "epoch": str, "purge": bool, "w": nonce}``, and the records saved
+  since the last segment (``"i"``: an ``AMEM2`` part, zlib-compressed, base64; at most ``INLINE_MAX_BYTES``);
+  replaced only with a conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so
+  concurrent writers never lose each other's work, and each write carries a nonce so that a writer recognises
+  its own write after a lost answer;
 - ``parts/{epoch}/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``
   (``memory_parts``: a table of offsets, so that a search decodes only the records of its hits): one big
   snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number merges
@@ -15,15 +16,18 @@ Layout under ``memories/{app}/{user}/``:
 What each write guarantees after a fault at any step (an error, a timeout, an applied write whose answer was
 lost):
 
-- **save** reads the manifest and the records it names, writes a part holding only the records not there yet
-  (record ids are deterministic), then the manifest naming it. A retry, a racing save or a lost answer never
-  stores a record twice. A part whose manifest write failed is an orphan (below).
+- **save** reads the manifest and the records it names and holds, then writes only the records not there yet
+  (record ids are deterministic): inline in the new manifest while the inline records fit (one PUT), else a
+  part holding them and the inline ones, then the manifest naming it. A retry, a racing save or a lost answer
+  never stores a record twice. A part whose manifest write failed is an orphan (below).
 - **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
   conditional write that drops them from the view; their deletion (every version) follows, then a write
   clears the list. A save's merge deletes them by key and the version id the manifest recorded when the part
   was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure
   in between leaves the list for the forget's retry or the next write of that user's memory to finish; a
-  forget answers only once nothing is pending.
+  forget answers only once nothing is pending. A forget also deletes every earlier version of the manifest
+  (one may hold a forgotten record inline); until that is done its manifest says so (``"x"``), and the
+  forget's retry or the next save finishes it.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
   deletes every version of every object under the prefix except the parts of that epoch and the current
   manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
