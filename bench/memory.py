@@ -3,7 +3,7 @@
 (default: MiniLM).
 
     .venv/bin/python -m bench.memory [--sizes 1000 10000 100000] [--embedder minilm|none] [--runs 3]
-                                     [--baseline DIR]
+                                     [--baseline DIR] [--inline-tail N]
 
 moto runs as a server in this process; every search goes through it over HTTP, as a function's would.
 
@@ -30,6 +30,10 @@ moto runs as a server in this process; every search goes through it over HTTP, a
   collections before the first answer (counted with ``gc.callbacks`` from the child's first line, so the handler's
   import included) and their wall time.
 
+``--inline-tail N`` seeds the last N records by saves of 10 (auto-save's size), which the manifest holds inline
+while they fit (the state between two write-outs; the table says the manifest's size); the baseline's copy
+holds them as one segment, as the tree before stored them.
+
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
 cache of earlier runs' MiniLM vectors when there is one (``bench.embedding_cache``: same vectors, computed once).
@@ -39,6 +43,7 @@ Save throughput goes through the service's save path (forgotten events, embeddin
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -47,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -275,6 +281,11 @@ def _copy_for_baseline(s3: Any, source: str, target: str, tree: Path) -> None:
 
     v2, term_order = _baseline_format(tree)
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=source + MANIFEST)["Body"].read())
+    if manifest.get("i"):  # records held inline, which a tree before them stored as a segment
+        inline = zlib.decompress(base64.b64decode(manifest.pop("i")))
+        key = f"{source}parts/{'0' * 31}i.mem"
+        s3.put_object(Bucket=BUCKET, Key=key, Body=inline)
+        manifest["segments"].append(key)
     for key in ([manifest["snapshot"]] if manifest.get("snapshot") else []) + manifest["segments"]:
         records, index_bytes = decode_part(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
         stored = bytes(index_bytes) if term_order else _without_term_order(bytes(index_bytes))
@@ -293,6 +304,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per size and variant")
     parser.add_argument("--save-batches", type=int, default=20, help="batches of 100 for save throughput (0: skip)")
     parser.add_argument("--baseline", type=Path, help="another checkout whose first search is measured alongside")
+    parser.add_argument(
+        "--inline-tail",
+        type=int,
+        default=0,
+        help="the last N records seeded by saves of 10 (held inline in the manifest while they fit; a baseline "
+        "copy holds them as one segment)",
+    )
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
     from agent_memory.aws import client, reset_clients
@@ -343,9 +361,15 @@ def main() -> None:
             )
             records = seed_records(size)
             started = time.perf_counter()
-            step = max(size // 4, 1)
-            for start in range(0, size, step):  # four big parts: a snapshot after the merge
+            head = size - min(args.inline_tail, size)
+            step = max(head // 4, 1)
+            for start in range(0, head, step):  # four big parts: a snapshot after the merge
                 seeder.add("bench", user, records[start : start + step])
+            for start in range(head, size, 10):  # small saves (auto-save's): inline in the manifest while they fit
+                seeder.add("bench", user, records[start : start + 10])
+            manifest_bytes = len(
+                client("s3").get_object(Bucket=BUCKET, Key=user_prefix("bench", user) + MANIFEST)["Body"].read()
+            )
             seed_s = time.perf_counter() - started
             if cache is not None:
                 cache.save()
@@ -404,7 +428,7 @@ def main() -> None:
                 f"| {size:,} | {cold_requests} | {warm_requests:.0f} | {on['warm'] * 1000:.1f} | "
                 f"{statistics.median(lexical) * 1000:.1f} | {on['first'] * 1000:.0f} | "
                 f"{(on['first'] - on['warm']) * 1000:.0f} | {off['first'] * 1000:.0f} | {on['rss_mb']:.0f} | "
-                f"{seed_s:.0f} |"
+                f"{seed_s:.0f} | {manifest_bytes:,} |"
             )
             fresh_rows.append(f"{size:,}|{on['first']:.4f}|{off['first']:.4f}")
             if "baseline" in med:
@@ -439,9 +463,9 @@ def main() -> None:
     print(
         "| records | S3 requests, cold search | S3 requests per warm search | warm search ms (p50, handler) | "
         "lexical-only ms (same index) | first search, fresh process ms | first − warm ms | "
-        "first search without preload ms | peak RSS MB | seed s |"
+        "first search without preload ms | peak RSS MB | seed s | manifest bytes |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     print(f"\nboto3 floor (fresh process: import boto3, S3 client, GET the manifest): {floor * 1000:.0f} ms\n")
     print("| records | first search / floor | without preload / floor |")

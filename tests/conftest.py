@@ -95,3 +95,10 @@ def aws(_one_kms_key_pair: None) -> Iterator[dict[str, Any]]:
 @pytest.fixture
 def counter(aws: dict[str, Any]) -> RequestCounter:
     return RequestCounter().attach(aws["dynamodb"], aws["s3"], aws["events"])
+
+
+@pytest.fixture
+def parts_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every memory save writes a part (none keeps its records inline in the manifest): for the tests of what
+    happens to parts (their faults, merges, orphans); the inline path has tests of its own."""
+    monkeypatch.setattr("agent_memory.stores.s3_memories.INLINE_MAX_BYTES", 0)

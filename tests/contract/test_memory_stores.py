@@ -55,7 +55,7 @@ def build(records: list[MemoryRecord]) -> SearchIndex:
     return SearchIndex.build([Doc(id=r.id, text=r.text, context=r.context) for r in records], None)
 
 
-@pytest.fixture(params=["memory", "s3", "sqlite"])
+@pytest.fixture(params=["memory", "s3", "s3-parts", "sqlite"])
 def memories(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     if request.param == "memory":
         yield InMemoryMemoryStore(build, SearchIndex.combine)
@@ -65,7 +65,9 @@ def memories(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryS
         store.close()
     else:
         aws: dict[str, Any] = request.getfixturevalue("aws")
-        yield S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
+        # "s3": small saves keep their records inline in the manifest; "s3-parts": every save writes a part
+        inline = {"inline_max_bytes": 0} if request.param == "s3-parts" else {}
+        yield S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, **inline)
 
 
 def sqlite_store(path: Path, **options: Any) -> SqliteMemoryStore:

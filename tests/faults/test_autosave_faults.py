@@ -16,6 +16,7 @@ from agent_memory.stores.s3_memories import decode_part
 from tests.conftest import BUCKET
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, stream_records
+from tests.memory_objects import inline_records
 
 from .injector import FaultInjector, Reply, s3_error, throttle
 
@@ -47,8 +48,8 @@ def named(aws: dict[str, Any], user: str) -> list[str]:
 
 
 def records_of(aws: dict[str, Any], user: str) -> dict[str, Any]:
-    """The records the user's named parts hold, by id; each id held once (asserted)."""
-    found: list[Any] = []
+    """The records the user's named parts and manifest (inline) hold, by id; each id held once (asserted)."""
+    found: list[Any] = list(inline_records(manifest_of(aws, user)))
     for key in named(aws, user):
         found += decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())[0]
     counts = Counter(r.id for r in found)
@@ -108,6 +109,7 @@ TRUCK = ["I drive a red truck to work", "I grow tomatoes on my balcony"]
 # --- one save per user per batch ------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_batch_writes_each_users_memory_once_whatever_the_number_of_their_sessions(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -152,6 +154,7 @@ USER_FAULTS = {
 }
 
 
+@pytest.mark.usefixtures("parts_only")
 @pytest.mark.parametrize("fault", sorted(USER_FAULTS))
 def test_a_users_failed_save_fails_exactly_that_users_records(
     api: Api, aws: dict[str, Any], faults: FaultInjector, fault: str
@@ -180,15 +183,20 @@ def test_a_users_failed_save_fails_exactly_that_users_records(
         assert_no_stray_part(aws, user)
 
 
+@pytest.mark.parametrize("inline", [False, True])
 def test_a_manifest_write_applied_with_its_answer_lost_is_one_save(
-    api: Api, aws: dict[str, Any], faults: FaultInjector
+    api: Api, aws: dict[str, Any], faults: FaultInjector, inline: bool, request: Any
 ) -> None:
+    if not inline:
+        request.getfixturevalue("parts_only")
     chat(api, "bob", "s2", TRUCK)
     chat(api, "bob", "s3", CHESS)
     records = event_records(aws)
     faults.lose_answer("PutObject", when=on_key("/bob/manifest.json"))
     assert autosave(records) == {"batchItemFailures": []}
-    assert len(records_of(aws, "bob")) == 4 and len(named(aws, "bob")) == 1
+    # one part, or (a small save) none: the records in the manifest
+    assert len(records_of(aws, "bob")) == 4 and len(named(aws, "bob")) == (0 if inline else 1)
+    assert len(inline_records(manifest_of(aws, "bob"))) == (4 if inline else 0)
     assert autosave(records) == {"batchItemFailures": []}  # redelivered: nothing stored twice
     assert len(records_of(aws, "bob")) == 4
     assert_no_stray_part(aws, "bob")
@@ -201,6 +209,7 @@ def save_text(api: Api, text: str) -> None:
     assert save(api, {"memories": [{"text": text}]}).status == 200
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_merge_deletes_the_parts_it_replaced_by_version_without_listing(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -218,6 +227,7 @@ def test_a_merge_deletes_the_parts_it_replaced_by_version_without_listing(
     assert len(texts(api, "kites")) == 9
 
 
+@pytest.mark.usefixtures("parts_only")
 @pytest.mark.parametrize("lost", ["PutObject", "DeleteObjects"])
 def test_a_merge_leaves_no_version_behind_after_a_lost_answer(
     api: Api, aws: dict[str, Any], faults: FaultInjector, lost: str
@@ -246,6 +256,7 @@ def test_a_merge_leaves_no_version_behind_after_a_lost_answer(
     assert len(texts(api, "kites")) == 9
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_merge_whose_deletes_fail_leaves_them_to_the_next_save(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -263,6 +274,7 @@ def test_a_merge_whose_deletes_fail_leaves_them_to_the_next_save(
     assert len(texts(api, "kites")) == 10
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_every_few_merges_sweep_the_orphans_a_dead_save_left(
     api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -345,6 +357,7 @@ def test_a_large_batch_with_a_throttle_mid_batch_fails_only_the_throttled_users_
     assert_every_user_stored_once(aws)
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_large_batch_with_an_s3_error_on_one_users_save_fails_exactly_that_user(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -379,6 +392,7 @@ def test_a_large_batch_stopped_by_the_timeout_after_a_users_write_applied_loses_
     assert all(claims(aws, user) == {} for user in USERS)
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_large_batch_the_function_has_no_time_left_for_hands_the_rest_over_again(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:

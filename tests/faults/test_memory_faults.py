@@ -20,6 +20,7 @@ from agent_memory.stores.s3_memories import decode_part
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, seed_session, stream_records
+from tests.memory_objects import inline_records, version_bytes
 
 from .injector import FaultInjector, Reply, s3_error, throttle
 
@@ -57,11 +58,8 @@ def versions(aws: dict[str, Any], prefix: str = PREFIX) -> list[dict[str, Any]]:
 
 
 def stored_bytes(aws: dict[str, Any]) -> bytes:
-    """The content of every object version under the user's prefix."""
-    return b"".join(
-        aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
-        for v in versions(aws)
-    )
+    """The content of every object version under the user's prefix (a manifest's inline records decompressed)."""
+    return version_bytes(aws["s3"], BUCKET, PREFIX)
 
 
 def manifest(aws: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +76,8 @@ def named_parts(aws: dict[str, Any]) -> list[str]:
 
 
 def stored_record_ids(aws: dict[str, Any]) -> Counter[str]:
-    """How many times each record id is held across the parts the manifest names."""
-    counts: Counter[str] = Counter()
+    """How many times each record id is held across the parts the manifest names and its inline records."""
+    counts: Counter[str] = Counter(r.id for r in inline_records(manifest(aws)))
     for key in named_parts(aws):
         records, _ = decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
         counts.update(r.id for r in records)
@@ -154,6 +152,7 @@ def seed_texts(api: Api, facts: list[str] = FACTS) -> None:
 # --- 1. forgetting is durable ---------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("parts_only")
 @pytest.mark.parametrize("operation", ["DeleteObjects", "ListObjectVersions"])
 def test_a_forget_interrupted_before_its_deletes_is_finished_by_the_retry(
     api: Api, aws: dict[str, Any], faults: FaultInjector, operation: str
@@ -174,6 +173,7 @@ def test_a_forget_interrupted_before_its_deletes_is_finished_by_the_retry(
     assert save(api, {"memories": [{"text": "allergic to peanuts"}]}).body["saved"] == 1
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_later_save_finishes_the_deletes_a_failed_forget_left(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -187,6 +187,7 @@ def test_a_later_save_finishes_the_deletes_a_failed_forget_left(
     assert sorted(texts(api, "basil oboe Porto peanuts")) == sorted([*FACTS[1:], "grows basil"])
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_the_parts_a_merge_replaces_are_deleted_even_when_the_first_delete_fails(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -285,6 +286,7 @@ def test_a_forget_all_that_fails_midway_is_finished_by_the_next_save(
     assert manifest(aws)["purge"] is False
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_reader_repairs_a_manifest_naming_a_missing_part(api: Api, aws: dict[str, Any]) -> None:
     seed_texts(api)
     assert save(api, {"memories": [{"text": "collects stamps"}]}).status == 200
@@ -331,11 +333,18 @@ EVENTS = [text_event(t, id=f"u{i}") for i, t in enumerate(FACTS)]
 
 
 @pytest.mark.parametrize(
-    ("kind", "name"), [("events", n) for n in SAVE_FAULTS] + [("texts", n) for n in SAVE_FAULTS if "forgotten" not in n]
+    ("kind", "name", "inline"),
+    [("events", n, False) for n in SAVE_FAULTS]
+    + [("texts", n, False) for n in SAVE_FAULTS if "forgotten" not in n]
+    # small saves keep their records in the manifest: every fault but a part's (there is none)
+    + [("events", n, True) for n in SAVE_FAULTS if "part" not in n]
+    + [("texts", n, True) for n in SAVE_FAULTS if "forgotten" not in n and "part" not in n],
 )
 def test_a_save_retried_after_any_fault_stores_each_record_once(
-    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, kind: str
+    api: Api, aws: dict[str, Any], faults: FaultInjector, name: str, kind: str, inline: bool, request: Any
 ) -> None:
+    if not inline:
+        request.getfixturevalue("parts_only")
     # an existing manifest, so that its writes are conditional on its ETag (a direct text reads no mark)
     if kind == "texts":
         seed_texts(api, FACTS[:1])
@@ -358,6 +367,8 @@ def test_a_save_retried_after_any_fault_stores_each_record_once(
     assert sorted(texts(api, "peanuts Porto oboe sundays Ana")) == sorted(FACTS)  # and found once
     assert first.body.get("saved", 0) + retry.body["saved"] == 2  # each record counted saved once
     assert claims(aws) == {}  # a save writes no item to the table, whatever failed
+    if inline:  # no part was ever written: all three records are in the manifest
+        assert versions(aws, PREFIX + "parts/") == [] and len(inline_records(manifest(aws))) == 3
 
 
 def test_a_forget_between_a_saves_read_and_its_write_is_never_undone(
@@ -388,6 +399,7 @@ def test_a_forget_between_a_saves_read_and_its_write_is_never_undone(
 # --- 4. orphans are reachable ----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_an_orphaned_part_is_deleted_by_forget_all(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
     seed_texts(api, FACTS[:1])
     leave_an_orphan(faults)
@@ -399,6 +411,7 @@ def test_an_orphaned_part_is_deleted_by_forget_all(api: Api, aws: dict[str, Any]
     assert_nothing_left(aws)
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_forget_deletes_an_orphan_holding_the_forgotten_memory(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -415,6 +428,7 @@ def test_forget_deletes_an_orphan_holding_the_forgotten_memory(
     assert sorted(texts(api, "peanuts Porto oboe")) == sorted(FACTS[1:])
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_merges_and_forgets_delete_old_orphans(
     api: Api, aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -434,6 +448,7 @@ def test_merges_and_forgets_delete_old_orphans(
 # --- 5. auto-save ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_retried_autosave_batch_after_a_partial_fault_stores_each_record_once(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
@@ -569,6 +584,7 @@ def test_a_forget_whose_answer_was_lost_is_recognised(
     assert faults.rules[0].hits == 1  # the fault did happen
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_lost_manifest_answer_followed_by_another_writer_is_still_recognised(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:

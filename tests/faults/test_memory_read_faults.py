@@ -31,6 +31,7 @@ def seed_parts(api: Api, aws: dict[str, Any]) -> list[str]:
     return parts
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_cold_search_fetches_its_parts_at_once(aws: dict[str, Any], faults: FaultInjector) -> None:
     api = Api()
     parts = seed_parts(api, aws)
@@ -50,6 +51,7 @@ def test_a_cold_search_fetches_its_parts_at_once(aws: dict[str, Any], faults: Fa
     assert faults.calls[before:].count("GetObject") == 1 + len(parts)  # the manifest, then each part once
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_part_s3_cannot_read_fails_the_cold_search_and_the_next_one_reads_it(
     aws: dict[str, Any], faults: FaultInjector
 ) -> None:

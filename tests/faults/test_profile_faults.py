@@ -12,6 +12,7 @@ from agent_memory.service.memories import text_memory_id
 from agent_memory.stores.s3_memories import decode_part
 from tests.conftest import BUCKET
 from tests.integration.conftest import Api
+from tests.memory_objects import inline_records
 
 from .injector import FaultInjector, s3_error
 from .test_memory_faults import BASE, SAVE_FAULTS, assert_unavailable, manifest, named_parts, save, stored_bytes
@@ -34,8 +35,8 @@ def api(aws: dict[str, Any]) -> Api:
 
 
 def stored_facts(aws: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
-    """(record id, its facts' texts) for every record the manifest's parts hold, as stored."""
-    out = []
+    """(record id, its facts' texts) for every record the manifest's parts and inline records hold, as stored."""
+    out = [(r.id, tuple(f["text"] for f in r.facts or [])) for r in inline_records(manifest(aws))]
     for key in named_parts(aws):
         records, _ = decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
         out += [(r.id, tuple(f["text"] for f in r.facts or [])) for r in records]
@@ -74,6 +75,7 @@ def test_after_any_save_fault_and_a_retry_each_fact_is_stored_and_listed_once(
     }
 
 
+@pytest.mark.usefixtures("parts_only")
 def test_a_forget_a_fault_interrupts_already_leaves_the_profile_and_its_retry_deletes_the_text(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:

@@ -12,6 +12,7 @@ from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_context_api import compact, context, sweep
 from tests.integration.test_memories_api import autosave, search, stream_records
+from tests.memory_objects import readable
 
 S = "/apps/app/users/alice/sessions"
 SECRET = "my banking password is hunter2"
@@ -202,12 +203,13 @@ def test_an_offloaded_payload_is_gone_from_every_version_before_the_answer(api: 
 
 
 def _every_object_version(aws: dict[str, Any]) -> str:
-    """The bytes of every object version in the context bucket, decoded as far as they decode."""
+    """The bytes of every object version in the context bucket (a memory manifest's inline records decompressed),
+    decoded as far as they decode."""
     s3 = aws["s3"]
     out = []
     for version in s3.list_object_versions(Bucket=BUCKET).get("Versions", []):
         body = s3.get_object(Bucket=BUCKET, Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
-        out.append(body.decode("utf-8", "replace"))
+        out.append(readable(body).decode("utf-8", "replace"))
     return "\n".join(out)
 
 
@@ -225,7 +227,7 @@ def test_a_deleted_fact_leaves_the_profile_the_export_and_every_stored_byte(api:
     profile = api.request("GET", "/apps/app/users/alice/profile").body
     assert any("sesame" in f["text"].lower() for f in profile["facts"]), profile
     assert "zanzibar" in texts(api.request("GET", f"{S}/p1/export").body)
-    assert "zanzibar" in _every_object_version(aws)  # the memory's part
+    assert "zanzibar" in _every_object_version(aws)  # the memory (inline in its manifest: a small save)
 
     assert delete(api, "p1", "fact").status == 200
 

@@ -13,6 +13,7 @@ from local.streams import stream_mappings
 from local.template import load_handler, load_template
 from tests.conftest import BUCKET, TABLE, RequestCounter
 from tests.integration.conftest import Api, text_event
+from tests.memory_objects import version_bytes
 
 BASE = "/apps/app/users/alice/memories"
 
@@ -202,11 +203,8 @@ def test_forget_one_and_all(api: Api, aws: dict[str, Any]) -> None:
 
 
 def bucket_bytes(aws: dict[str, Any], prefix: str = "memories/app/alice/") -> bytes:
-    """Every version of every object under ``prefix``, concatenated."""
-    stored = b""
-    for v in aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix).get("Versions", []):
-        stored += aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
-    return stored
+    """Every version of every object under ``prefix``, concatenated (a manifest's inline records decompressed)."""
+    return version_bytes(aws["s3"], BUCKET, prefix)
 
 
 @pytest.mark.parametrize("forget_all", [False, True])
@@ -242,11 +240,8 @@ def test_inline_data_is_never_stored(api: Api, aws: dict[str, Any]) -> None:
         },
     )
     assert save(api, {"session_id": "s1", "policy": "all"}).body["saved"] == 1
-    stored = b"".join(
-        aws["s3"].get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-        for o in aws["s3"].list_objects_v2(Bucket=BUCKET, Prefix="memories/")["Contents"]
-    )
-    assert payload.encode() not in stored
+    stored = version_bytes(aws["s3"], BUCKET, "memories/")
+    assert b"my cat" in stored and payload.encode() not in stored
 
 
 def test_search_costs_one_s3_request_when_warm(api: Api, counter: RequestCounter) -> None:

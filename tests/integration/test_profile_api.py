@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import BUCKET, RequestCounter
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import BASE, autosave, save, search, seed_session, stream_records
+from tests.memory_objects import version_bytes
 
 PROFILE = "/apps/app/users/alice/profile"
 
@@ -67,9 +68,7 @@ def test_auto_save_extracts_facts_too(api: Api, aws: dict[str, Any]) -> None:
 
 def test_facts_are_stored_with_the_record_in_the_bucket(api: Api, aws: dict[str, Any]) -> None:
     save(api, {"memories": [{"text": "I am allergic to shellfish"}]})
-    stored = b""
-    for v in aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="memories/app/alice/parts/").get("Versions", []):
-        stored += aws["s3"].get_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+    stored = version_bytes(aws["s3"], BUCKET, "memories/app/alice/")  # a small save: inline in the manifest
     assert b'"facts":[{"category":"allergy","text":"Allergic to shellfish"}]' in stored
 
 

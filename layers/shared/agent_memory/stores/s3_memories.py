@@ -3,10 +3,11 @@
 Layout under ``memories/{app}/{user}/``:
 
 - ``manifest.json``  which objects make up the user's memory now: ``{"snapshot": key | null, "segments":
-  [key, …], "pending_delete": [key, …], "epoch": str, "purge": bool, "w": nonce}``; replaced only with a
-  conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so concurrent writers never
-  lose each other's work, and each write carries a nonce so that a writer recognises its own write after a
-  lost answer;
+  [key, …], "pending_delete": [key, …], "epoch": str, "purge": bool, "w": nonce}``, and the records saved
+  since the last segment (``"i"``: an ``AMEM2`` part, zlib-compressed, base64; at most ``INLINE_MAX_BYTES``);
+  replaced only with a conditional write (``If-Match`` its ETag, or ``If-None-Match: *`` when new), so
+  concurrent writers never lose each other's work, and each write carries a nonce so that a writer recognises
+  its own write after a lost answer;
 - ``parts/{epoch}/{uuid}.mem``  immutable objects, each holding records (JSON) and their ``SearchIndex``
   (``memory_parts``: a table of offsets, so that a search decodes only the records of its hits): one big
   snapshot and at most ``MAX_SEGMENTS`` small append-only segments. A save that would pass that number merges
@@ -15,15 +16,18 @@ Layout under ``memories/{app}/{user}/``:
 What each write guarantees after a fault at any step (an error, a timeout, an applied write whose answer was
 lost):
 
-- **save** reads the manifest and the records it names, writes a part holding only the records not there yet
-  (record ids are deterministic), then the manifest naming it. A retry, a racing save or a lost answer never
-  stores a record twice. A part whose manifest write failed is an orphan (below).
+- **save** reads the manifest and the records it names and holds, then writes only the records not there yet
+  (record ids are deterministic): inline in the new manifest while the inline records fit (one PUT), else a
+  part holding them and the inline ones, then the manifest naming it. A retry, a racing save or a lost answer
+  never stores a record twice. A part whose manifest write failed is an orphan (below).
 - **merge and forget**: the objects a merge makes obsolete are listed in ``pending_delete`` by the same
   conditional write that drops them from the view; their deletion (every version) follows, then a write
   clears the list. A save's merge deletes them by key and the version id the manifest recorded when the part
   was written (``"v"``; a part whose PUT botocore retried has none, and its versions are listed). A failure
   in between leaves the list for the forget's retry or the next write of that user's memory to finish; a
-  forget answers only once nothing is pending.
+  forget answers only once nothing is pending. A forget also deletes every earlier version of the manifest
+  (one may hold a forgotten record inline); until that is done its manifest says so (``"x"``), and the
+  forget's retry or the next save finishes it.
 - **forget-all** first writes an empty manifest (a tombstone) of a new ``epoch`` with ``purge`` set, then
   deletes every version of every object under the prefix except the parts of that epoch and the current
   manifest, then clears the flag (the empty manifest stays; it holds no text). A save that read the older
@@ -45,11 +49,13 @@ conditional GET: one request per search).
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,6 +80,13 @@ ORPHAN_SWEEP_EVERY = 8
 # that old is an orphan, never the segment of a save about to name it.
 ORPHAN_GRACE_S = 900.0
 MANIFEST = "manifest.json"
+# A save whose new records, with those already inline, encode (an ``AMEM2`` part, zlib-compressed, base64) to at
+# most this many bytes keeps them in the manifest it writes anyway instead of a new part: one PUT per save
+# instead of two. The save that would pass it writes them all out as a segment. It also bounds the manifest every
+# search's cold path reads. 0: no inline records (read at use: tests change it).
+INLINE_MAX_BYTES = 64 * 1024
+# an uncompressed part this many times the bound is not compressed to find out (it would not fit)
+_INLINE_RAW_FACTOR = 4
 _MISSING = frozenset({"NoSuchKey", "404", "NoSuchVersion"})
 # A conditional write lost: another writer replaced (or a forget-all removed) the manifest first.
 _LOST_RACE = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
@@ -99,12 +112,19 @@ class Manifest:
     # botocore retried, which may have left another version) is deleted by listing its versions.
     versions: dict[str, str] = field(default_factory=dict)
     merges: int = 0  # merges of this memory so far: every ``ORPHAN_SWEEP_EVERY``-th also sweeps for orphans
+    # The records saved since the last segment, in the manifest itself (``"i"``): an ``AMEM2`` part, zlib-
+    # compressed; None when there are none (every manifest written before them). Newer than every named part.
+    inline: bytes | None = None
+    decoded: IndexedRecords | None = field(default=None, repr=False, compare=False)  # ``inline``, once read
+    # A forget wrote this manifest: its earlier versions, which may hold forgotten records inline, are not all
+    # deleted yet (``"x"``; the forget's retry or the next write deletes them, then clears it).
+    scrub: bool = False
 
     def objects(self) -> list[str]:
         return ([self.snapshot] if self.snapshot else []) + self.segments
 
     def is_empty(self) -> bool:
-        return not (self.snapshot or self.segments or self.forgotten or self.pending_delete)
+        return not (self.snapshot or self.segments or self.forgotten or self.pending_delete or self.inline)
 
     def successor(self) -> Manifest:
         """A copy to change and write over this one."""
@@ -117,6 +137,9 @@ class Manifest:
             self.purge,
             versions=dict(self.versions),
             merges=self.merges,
+            inline=self.inline,
+            decoded=self.decoded,
+            scrub=self.scrub,
         )
 
     def without(self, keys: Iterable[str]) -> Manifest:
@@ -144,6 +167,10 @@ class Manifest:
             data["v"] = versions
         if self.merges:
             data["m"] = self.merges
+        if self.inline:
+            data["i"] = base64.b64encode(self.inline).decode("ascii")
+        if self.scrub:
+            data["x"] = True
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -160,6 +187,8 @@ class Manifest:
             version_id,
             versions={str(k): str(v) for k, v in (data.get("v") or {}).items()},
             merges=int(data.get("m") or 0),
+            inline=base64.b64decode(data["i"], validate=True) if data.get("i") else None,
+            scrub=bool(data.get("x")),
         )
 
 
@@ -171,7 +200,8 @@ class S3MemoryStore:
     """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``.
 
     ``orphan_grace_s``: how old an unreferenced part must be before a merge or forget deletes it (tests lower
-    it). The retry loops stop at ``aws.WRITE_BUDGET_S`` and answer ``ServiceUnavailable`` (503)."""
+    it); ``inline_max_bytes``: the bound of the records a manifest holds inline (``INLINE_MAX_BYTES``). The
+    retry loops stop at ``aws.WRITE_BUDGET_S`` and answer ``ServiceUnavailable`` (503)."""
 
     def __init__(
         self,
@@ -181,6 +211,7 @@ class S3MemoryStore:
         load_index: Callable[[bytes | memoryview], Any],
         combine: Callable[[list[Any]], Any],
         orphan_grace_s: float | None = None,
+        inline_max_bytes: int | None = None,
     ) -> None:
         self._client = client
         self._bucket = bucket
@@ -188,6 +219,7 @@ class S3MemoryStore:
         self._load_index = load_index
         self._combine = combine
         self._orphan_grace_s = orphan_grace_s  # None: ORPHAN_GRACE_S, read when used
+        self._inline_max_bytes = inline_max_bytes  # None: INLINE_MAX_BYTES, read when used
         self._lock = threading.Lock()  # the caches are shared by the threads of a local server
         self._parts: dict[str, IndexedRecords] = {}  # immutable objects, by key
         self._views: dict[str, tuple[Manifest, IndexedRecords]] = {}  # user prefix -> (manifest, combined view)
@@ -281,11 +313,15 @@ class S3MemoryStore:
             futures = {k: pool.submit(self._load_part, k) for k in uncached}
         return [futures[k].result() if k in futures else self._load_part(k) for k in keys]
 
-    def _put_part(self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any) -> tuple[str, str | None]:
-        """Write a new part: its key, and its version id when that is its only version (None when botocore
-        retried the PUT: an attempt whose answer was lost may have stored another version)."""
+    def _put_part(
+        self, prefix: str, epoch: str, records: list[MemoryRecord], index: Any, data: bytes | None = None
+    ) -> tuple[str, str | None]:
+        """Write a new part (``data``: its bytes when already encoded): its key, and its version id when that is
+        its only version (None when botocore retried the PUT: an attempt whose answer was lost may have stored
+        another version)."""
         key = f"{prefix}parts/{epoch + '/' if epoch else ''}{uuid.uuid4().hex}.mem"
-        response = self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode_part(records, index.to_bytes()))
+        body = data if data is not None else encode_part(records, index.to_bytes())
+        response = self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
         self._remember(key, IndexedRecords({r.id: r for r in records}, index))
         retried = response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
         version = response.get("VersionId")
@@ -337,11 +373,36 @@ class S3MemoryStore:
                 first = response["Errors"][0]
                 raise ServiceUnavailable(f"S3 did not delete {first.get('Key')} ({first.get('Code')}); retry")
 
+    def _inline_part(self, manifest: Manifest) -> IndexedRecords | None:
+        """The records ``manifest`` holds inline, with their index (decoded once per manifest read; a search
+        decodes only the records of its hits, as of a part); None when it holds none."""
+        if manifest.inline is None:
+            return None
+        if manifest.decoded is None:
+            records, index_bytes = read_part(zlib.decompress(manifest.inline))
+            manifest.decoded = IndexedRecords(records, self._load_index(index_bytes))
+        return manifest.decoded
+
+    def _inline_limit(self) -> int:
+        return INLINE_MAX_BYTES if self._inline_max_bytes is None else self._inline_max_bytes
+
+    def _fits_inline(self, raw: bytes) -> bytes | None:
+        """``raw`` (an encoded part) compressed for the manifest, or None when it would pass the bound."""
+        limit = self._inline_limit()
+        if limit <= 0 or len(raw) > limit * _INLINE_RAW_FACTOR:
+            return None
+        blob = zlib.compress(raw, 6)
+        return blob if 4 * ((len(blob) + 2) // 3) <= limit else None  # its base64 length in the manifest
+
     def _combined(self, manifest: Manifest) -> tuple[IndexedRecords, list[str]]:
-        """The view ``manifest`` names, and the keys it names that are gone."""
+        """The view ``manifest`` names (its parts, then its inline records), and the keys it names that are
+        gone."""
         loaded = list(zip(manifest.objects(), self._load_parts(manifest.objects()), strict=True))
         parts = [p for _, p in loaded if p is not None]
         missing = [k for k, p in loaded if p is None]
+        inline = self._inline_part(manifest)
+        if inline is not None:
+            parts.append(inline)
         forgotten = frozenset(manifest.forgotten)
         index = self._combine([p.index for p in parts]) if parts else None
         if index is not None and forgotten:
@@ -355,10 +416,11 @@ class S3MemoryStore:
         if not manifest.forgotten:
             return merged
         forgotten = set(manifest.forgotten)
+        sources = [self._load_part(key) for key in manifest.objects()] + [self._inline_part(manifest)]
         fragments = [
             f"{r.author}: {r.text}"
-            for key in manifest.objects()
-            for held in [getattr(self._load_part(key), "records", None) or {}]
+            for source in sources
+            for held in [getattr(source, "records", None) or {}]
             for r in (held[i] for i in held if i in forgotten)  # only the forgotten ones decoded
             if r.text
         ]
@@ -407,6 +469,7 @@ class S3MemoryStore:
                 new.versions[snapshot] = version
         new.pending_delete = list(dict.fromkeys(new.pending_delete + new.objects()))
         new.snapshot, new.segments, new.forgotten = snapshot, [], []
+        new.inline = new.decoded = None  # in the snapshot now
         new.merges += 1
         return snapshot
 
@@ -436,9 +499,10 @@ class S3MemoryStore:
             if isinstance(exc, ServiceUnavailable):
                 raise
             raise ServiceUnavailable("forgotten memories are not deleted yet; retry", retry_after=1) from exc
-        if written.pending_delete:
+        if written.pending_delete or (written.scrub and required):
             cleared = written.successor()
             cleared.pending_delete = []
+            cleared.scrub = cleared.scrub and not required  # a forget's settling deleted the earlier versions
             try:
                 self._write_manifest(prefix, cleared, written)  # lost race: the winner carries the list, finds
             except Exception as exc:  # those objects gone and drops them
@@ -448,17 +512,23 @@ class S3MemoryStore:
     def _delete_unreferenced(self, prefix: str, pending: set[str], forgotten: set[str] | None, sweep: bool) -> None:
         """Delete every version of the parts in ``pending`` and, with ``sweep``, of the orphans: parts of an
         earlier epoch, older than the grace period, or (when ``forgotten`` is given) holding one of those ids.
+        A forget (``forgotten`` given) also deletes every earlier version of the manifest: one may hold a
+        forgotten record inline (none is of any use: writes are conditional on the current one).
 
         The manifest is read after the listing, so that nothing a later manifest names is deleted."""
-        versions = self._versions(prefix + "parts/")
+        listed = self._versions(prefix if forgotten is not None else prefix + "parts/")
+        # the latest version when listed may be replaced since, never the other way round: an earlier one stays so
+        earlier = [v for v in listed if v["Key"] == prefix + MANIFEST and not v.get("IsLatest")]
+        versions = [v for v in listed if v["Key"].startswith(prefix + "parts/")]
         if not versions:
+            self._delete_versions(earlier)
             return
         current = self._read_manifest(prefix)
         live = set(current.objects())
         pending = pending | set(current.pending_delete)
         grace = ORPHAN_GRACE_S if self._orphan_grace_s is None else self._orphan_grace_s
         oldest = time.time() - grace
-        doomed: list[dict[str, Any]] = []
+        doomed: list[dict[str, Any]] = list(earlier)
         young: dict[str, list[dict[str, Any]]] = {}
         for v in versions:
             key = v["Key"]
@@ -540,17 +610,22 @@ class S3MemoryStore:
     def add(
         self, app_name: str, user_id: str, records: list[MemoryRecord], prepare: Prepare | None = None
     ) -> list[str]:
-        """Store those of ``records`` whose ids the user's memory does not hold yet, as one new segment; return
-        their ids. Safe to retry after any fault: what an earlier attempt stored is skipped. Raises
-        ``NotStored`` when it failed before any manifest write (then none of ``records`` landed). ``prepare``
-        gets the view of the manifest this write replaces: one manifest read per save."""
+        """Store those of ``records`` whose ids the user's memory does not hold yet, and return their ids: inline
+        in the manifest while the manifest's inline records stay within ``INLINE_MAX_BYTES`` (one PUT), else as
+        one new segment holding them and the inline ones (a part, then the manifest). Safe to retry after any
+        fault: what an earlier attempt stored is skipped. Raises ``NotStored`` when it failed before any manifest
+        write (then none of ``records`` landed). ``prepare`` gets the view of the manifest this write replaces:
+        one manifest read per save."""
         if not records:
             return []
         prefix = user_prefix(app_name, user_id)
         deadline = time.monotonic() + aws.WRITE_BUDGET_S
         delay = 0.02
-        # (key, epoch, records, version id if its only version is known) of the segment this call wrote
-        part: tuple[str, str, tuple[MemoryRecord, ...], str | None] | None = None
+        # the records this call stores and their index: built (embedded) once, unless a retry changes them
+        built: tuple[tuple[MemoryRecord, ...], Any] | None = None
+        # (key, epoch, records, version id if its only version is known, ids this call stores) of the segment
+        # this call wrote: this call's records after the inline ones it writes out
+        part: tuple[str, str, tuple[MemoryRecord, ...], str | None, list[str]] | None = None
         unsure: list[str] = []  # parts named by a write of ours that lost its race, or seemed to
         snapshot: str | None = None  # of a merge this call made
         exposed = False  # a manifest write naming the part is under way: it may be referenced
@@ -559,7 +634,7 @@ class S3MemoryStore:
                 manifest, view, missing = self._state(prefix)
                 if part is not None and set(unsure) & set(manifest.objects()):
                     # Our write was applied after all (its answer was lost, and another writer followed).
-                    return [r.id for r in part[2]]
+                    return part[4]
                 for key in unsure:  # not named: our write never landed (or was merged away since)
                     if part is None or key != part[0]:
                         self._discard(key)
@@ -570,42 +645,59 @@ class S3MemoryStore:
                     continue
                 candidates = prepare(view.records) if prepare is not None else records
                 fresh = list({r.id: r for r in candidates if r.id not in view.records}.values())
-                if part is not None and (part[1] != manifest.epoch or part[2] != tuple(fresh)):
-                    # a forget-all started a new epoch, a racing save stored some, or a forget changed the
-                    # context they are stored with
+                if not fresh:
+                    if part is not None:
+                        self._discard(part[0])
+                        part = None
+                    return []
+                if built is None or built[0] != tuple(fresh):
+                    # a racing save stored some, or a forget changed the context they are stored with
+                    built = (tuple(fresh), self._build_index(fresh))
+                held = self._inline_part(manifest)
+                kept = list(held.records.values()) + fresh if held else fresh
+                index = self._combine([held.index, built[1]]) if held else built[1]
+                if part is not None and (part[1] != manifest.epoch or part[2] != tuple(kept)):
+                    # a forget-all started a new epoch, or the records to write out changed
                     self._discard(part[0])
                     part = None
-                if not fresh:
-                    return []
-                if part is None:
-                    key, version = self._put_part(prefix, manifest.epoch, fresh, self._build_index(fresh))
-                    part = (key, manifest.epoch, tuple(fresh), version)
+                raw = encode_part(kept, index.to_bytes()) if part is None else b""
+                inline = self._fits_inline(raw) if part is None else None
                 new = manifest.successor().without(missing)
-                new.segments.append(part[0])
-                if part[3]:
-                    new.versions[part[0]] = part[3]
+                if inline is not None:
+                    new.inline = inline
+                    new.decoded = IndexedRecords({r.id: r for r in kept}, index)
+                else:
+                    if part is None:
+                        key, version = self._put_part(prefix, manifest.epoch, kept, index, raw)
+                        part = (key, manifest.epoch, tuple(kept), version, [r.id for r in fresh])
+                    new.segments.append(part[0])
+                    if part[3]:
+                        new.versions[part[0]] = part[3]
+                    new.inline = new.decoded = None  # in the segment now
                 if new.pending_delete:  # left by an earlier write: finish it on the way (best effort)
                     new.pending_delete = self._finish_pending(prefix, new, new.pending_delete)
+                if new.scrub:  # a forget's deletions of earlier manifests, likewise
+                    new.scrub = not self._scrub_manifests(prefix)
                 snapshot = self._merge(prefix, new) if len(new.segments) > MAX_SEGMENTS else None
                 exposed = True
                 written = self._write_manifest(prefix, new, manifest)
                 exposed = False
                 if written is not None:
                     if snapshot is None:
-                        self._keep_view(prefix, written, view, part[0])
+                        self._keep_view(prefix, written, view, IndexedRecords({r.id: r for r in fresh}, built[1]))
                     else:
                         self._forget_view(prefix)
                         self._settle(prefix, written, forgotten=None, required=False)
                     return [r.id for r in fresh]
-                unsure = [part[0]] + ([snapshot] if snapshot else [])
+                unsure = ([part[0]] if part is not None else []) + ([snapshot] if snapshot else [])
                 delay = self._backoff(deadline, delay)
         except Exception as exc:
             if exposed or unsure:
-                # A manifest write naming our parts may have been applied: keep them unless the manifest, read
-                # now, names none of them (botocore's attempts are over: that write will never land). Then they
-                # are deleted now rather than left as orphans for a later sweep.
+                # A manifest write naming our parts (or holding our records inline) may have been applied: keep
+                # the parts unless the manifest, read now, names none of them (botocore's attempts are over: that
+                # write will never land). Then they are deleted now rather than left as orphans for a later sweep.
                 ours = [k for k in (part[0] if part else None, snapshot if exposed else None, *unsure) if k]
-                if self._none_named(prefix, ours):
+                if ours and self._none_named(prefix, ours):
                     for key in ours:
                         self._discard(key)
                 raise
@@ -621,27 +713,37 @@ class S3MemoryStore:
             logger.warning("could not read the manifest after a failed write", extra={"error": repr(exc)})
             return False
 
-    def _keep_view(self, prefix: str, written: Manifest, view: IndexedRecords, key: str) -> None:
-        """Cache the view ``written`` names (the view it replaced plus this save's segment ``key``), so that the
-        user's next save or search in this container asks S3 only whether the manifest changed, instead of
-        reading it and its parts again (a container serves many users: their parts do not all stay cached)."""
-        with self._lock:
-            part = self._parts.get(key)
-        if part is None or written.etag is None:
+    def _keep_view(self, prefix: str, written: Manifest, view: IndexedRecords, added: IndexedRecords) -> None:
+        """Cache the view ``written`` names (the view it replaced plus the records this save ``added``, inline or
+        in its segment), so that the user's next save or search in this container asks S3 only whether the
+        manifest changed, instead of reading it and its parts again (a container serves many users: their parts
+        do not all stay cached)."""
+        if written.etag is None:
             self._forget_view(prefix)
             return
         try:
-            index = self._combine([view.index, part.index]) if view.index is not None else part.index
+            index = self._combine([view.index, added.index]) if view.index is not None else added.index
         except Exception as exc:  # the write is done: the next reader builds the view itself
             logger.warning("could not cache the memory view", extra={"error": repr(exc)})
             self._forget_view(prefix)
             return
-        combined = IndexedRecords(CombinedRecords([view.records, part.records]), index)
+        combined = IndexedRecords(CombinedRecords([view.records, added.records]), index)
         with self._lock:
             self._views.pop(prefix, None)
             if len(self._views) >= MAX_CACHED_PARTS:
                 self._views.pop(next(iter(self._views)))
             self._views[prefix] = (written, combined)
+
+    def _scrub_manifests(self, prefix: str) -> bool:
+        """Delete every earlier version of the manifest (a forget left them: one may hold a forgotten record
+        inline); whether that is done (False, logged, when S3 failed)."""
+        try:
+            listed = self._versions(prefix + MANIFEST)
+            self._delete_versions([v for v in listed if v["Key"] == prefix + MANIFEST and not v.get("IsLatest")])
+        except Exception as exc:
+            logger.warning("earlier memory manifests left for the next write", extra={"error": repr(exc)})
+            return False
+        return True
 
     def _finish_pending(self, prefix: str, manifest: Manifest, pending: list[str]) -> list[str]:
         """Delete the pending objects; what is still pending afterwards (all of them if S3 failed)."""
@@ -689,6 +791,7 @@ class S3MemoryStore:
                 break
             new = manifest.successor().without(missing)
             new.forgotten = sorted(set(new.forgotten) | present)
+            new.scrub = True  # earlier manifest versions may hold what is forgotten inline
             snapshot = self._merge(prefix, new)
             written = self._write_manifest(prefix, new, manifest)
             if written is not None:
