@@ -14,7 +14,7 @@ import pytest
 from agent_memory.errors import EventIdConflict
 from agent_memory.jsonio import dumps
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo import _ZDICT, DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
 from bench.cost import item_size
@@ -56,17 +56,21 @@ def units(item: dict[str, Any]) -> int:
     return math.ceil(item_size(item) / 1024)
 
 
+def inflate(packed: bytes) -> bytes:
+    return zlib.decompressobj(zdict=_ZDICT).decompress(packed)
+
+
 def as_plain(item: dict[str, Any]) -> dict[str, Any]:
     """The same item with its body as JSON text: what it would have been without compression."""
     plain = {k: v for k, v in item.items() if k != "bz"}
-    plain["body"] = {"S": zlib.decompress(item["bz"]["B"]).decode()}
+    plain["body"] = {"S": inflate(item["bz"]["B"]).decode()}
     return plain
 
 
 def assert_compressed(aws: dict[str, Any], event_id: str, sent: dict[str, Any]) -> dict[str, Any]:
     item = raw_item(aws, event_id)
     assert "body" not in item and isinstance(item["bz"]["B"], bytes)
-    assert json.loads(zlib.decompress(item["bz"]["B"])) == sent
+    assert json.loads(inflate(item["bz"]["B"])) == sent
     assert units(item) < units(as_plain(item)), (item_size(item), item_size(as_plain(item)))
     return item
 
@@ -147,10 +151,31 @@ def test_the_stream_record_of_a_compressed_event_is_read_by_auto_save(
     assert hit["content"]["parts"][0]["text"].endswith("My sister Zelda lives in Quito.")
 
 
+def deflate(data: bytes, zdict: bytes | None = None) -> bytes:
+    deflater = zlib.compressobj(zdict=zdict) if zdict else zlib.compressobj()
+    return deflater.compress(data) + deflater.flush()
+
+
+def test_a_compressed_body_without_the_preset_dictionary_reads_too(
+    store: DynamoSessionStore, aws: dict[str, Any]
+) -> None:
+    sent = new_event("big", 1001.0, SUMMARY)
+    store.append_events(KEY, [sent], None)
+    assert zlib.adler32(_ZDICT) == 1783504277  # the dictionary of stored items never changes
+    aws["dynamodb"].update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": "E#app#alice#s1"}, "SK": {"S": "V#big"}},
+        UpdateExpression="SET bz = :bz",
+        ExpressionAttributeValues={":bz": {"B": deflate(json.dumps(sent.body).encode())}},
+    )
+    assert dumps(store.read_events(KEY, EventQuery())[0]) == dumps(dict(sent.body, seq=1))
+
+
 @pytest.mark.parametrize(
     "bz",
     [
         {"B": b"not zlib at all"},
+        {"B": deflate(b'{"id": "x"}', zdict=b"another dictionary")},  # a dictionary this version does not know
         {"B": zlib.compress(b"[1, 2]")},  # inflates, but not to a JSON object
         {"B": zlib.compress(b'{"id": "x", "content": "cut short"}')[:-6]},  # truncated
     ],
