@@ -78,14 +78,15 @@ def assert_compressed(aws: dict[str, Any], event_id: str, sent: dict[str, Any]) 
 def test_a_large_single_append_is_stored_compressed_and_reads_back_byte_identical(
     store: DynamoSessionStore, aws: dict[str, Any]
 ) -> None:
-    big = new_event("big", 1001.0, SUMMARY, custom_metadata={"é": "ü" * 40, "n": 1.5e300})
+    meta = {"é": "ü" * 40, "n": 1.5e300}
+    big = new_event("big", 1001.0, SUMMARY, custom_metadata=meta)
     stored = store.append_events(KEY, [big], None)  # one event, no delta, no If-Match: the claim-first path
     assert stored.created == [True]
     assert_compressed(aws, "big", big.body)
     (read,) = store.read_events(KEY, EventQuery())
     assert dumps(read) == dumps(stored.events[0]) == dumps(dict(big.body, seq=1))
     # A resend is recognised through the compressed body; another body under the id conflicts.
-    again = store.append_events(KEY, [new_event("big", 1001.0, SUMMARY, custom_metadata={"é": "ü" * 40, "n": 1.5e300})], None)
+    again = store.append_events(KEY, [new_event("big", 1001.0, SUMMARY, custom_metadata=dict(meta))], None)
     assert again.created == [False] and dumps(again.events[0]) == dumps(read)
     with pytest.raises(EventIdConflict):
         store.append_events(KEY, [new_event("big", 1001.0, SUMMARY + ".")], None)
@@ -203,8 +204,10 @@ def test_a_stream_record_whose_compressed_body_is_not_base64_reads_as_the_marker
     good = dict(image, bz={"B": base64.b64encode(image["bz"]["B"]).decode()})
     bad = dict(image, bz={"B": "%%% not base64 %%%"})
     records = [
-        {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": image["PK"], "SK": image["SK"]}, "NewImage": img,
-                                             "SequenceNumber": str(i)}}
+        {
+            "eventName": "INSERT",
+            "dynamodb": {"Keys": {"PK": image["PK"], "SK": image["SK"]}, "NewImage": img, "SequenceNumber": str(i)},
+        }
         for i, img in enumerate([good, bad])
     ]
     ok, marker = store.changes(records)
