@@ -9,6 +9,7 @@ are handed over again with the next batch, from the first failed one on, as Lamb
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import threading
@@ -139,11 +140,29 @@ def read_to_end(streams: Any, stream_arn: str, iterators: dict[str, str], patter
 
 
 def _json_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A stream record as Lambda delivers it (JSON-safe: the approximate creation time as epoch seconds)."""
+    """A stream record as Lambda delivers it (JSON-safe: the approximate creation time as epoch seconds, binary
+    attribute values as base64 text)."""
     out = dict(record)
     change = dict(out.get("dynamodb") or {})
     created: Any = change.get("ApproximateCreationDateTime")
     if created is not None and hasattr(created, "timestamp"):
         change["ApproximateCreationDateTime"] = created.timestamp()
+    for image in ("Keys", "NewImage", "OldImage"):
+        if image in change:
+            change[image] = {name: _json_value(value) for name, value in change[image].items()}
     out["dynamodb"] = change
     return out
+
+
+def _json_value(value: dict[str, Any]) -> dict[str, Any]:
+    """One typed attribute value as Lambda's JSON holds it: ``B`` / ``BS`` base64, in maps and lists too."""
+    (kind, v), *_ = value.items()
+    if kind == "B":
+        return {"B": base64.b64encode(v).decode("ascii")}
+    if kind == "BS":
+        return {"BS": [base64.b64encode(e).decode("ascii") for e in v]}
+    if kind == "M":
+        return {"M": {k: _json_value(e) for k, e in v.items()}}
+    if kind == "L":
+        return {"L": [_json_value(e) for e in v]}
+    return value

@@ -37,7 +37,9 @@ A compaction event moves ``last_seq`` but not ``version`` (the ETag counts clien
 condition on both. State keys are stored as top-level attributes
 ``st:{key}`` holding JSON text, so an update can set a key whether or not the item exists and values keep their
 JSON types exactly.
-Events whose item would pass the offload threshold keep their body in S3 under the session's prefix.
+Events whose item would pass the offload threshold keep their body in S3 under the session's prefix. An inline
+body is stored zlib-compressed, as the binary ``bz`` instead of the text ``body``, when that makes the item fewer
+1 KB write units (``_with_body``; a chat turn, one unit already, stays text); ``event_from_item`` reads both.
 
 Reads never fail on what is stored (data of older versions, or written by anyone holding the table): JSON is
 decoded by ``jsonio.load_stored`` (any depth, any number); a state key whose value does not read is left out
@@ -54,6 +56,8 @@ rule expires payloads still tagged staged after a day).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import copy
 import json
@@ -167,6 +171,31 @@ PURGE_BUDGET_S = 18.0
 _PURGE_PAGE = 2_000
 # A read that met a deletion committing under it (``dels`` moved) reads again, at most this often.
 _READ_ATTEMPTS = 5
+# An event's body stored zlib-compressed, binary, in place of its JSON text ``body``, when that takes fewer write
+# units (DynamoDB bills an item by its size rounded up to 1 KB; ``by_seq`` projects ALL, so its entry shrinks too):
+# a compaction's ~2.5 KB summary, a tool result. An item that is one unit as it stands (a chat turn) is not
+# compressed, and a body under ``_COMPRESS_MIN_BYTES`` is not even sized.
+COMPRESSED_BODY_ATTR = "bz"
+_COMPRESS_MIN_BYTES = 512
+_KB = 1024
+# A compressed body inflates to at most this (more reads as an unreadable event): no stored item inflates past the
+# memory of a function. An inline body is under the offload threshold, 350 KB by default.
+_INFLATE_MAX_BYTES = 16 * 1024 * 1024
+# The preset dictionary of every ``bz`` (zlib's FDICT: its header names the dictionary by its Adler-32): the JSON
+# an ADK event and a compaction event are made of, not their text, most likely strings last. It saves ~150 bytes an
+# event, the skeleton's share; a summary of 2,000 characters needs it to fit one unit. NEVER edit it: stored items
+# inflate with it; another dictionary is a new constant, chosen on read by the Adler-32 in the header.
+_ZDICT = (
+    b'"usage_metadata":{"prompt_token_count":,"candidates_token_count":,"total_token_count":},"grounding_metadata":'
+    b'"partial":false,"turn_complete":true,"branch":"","long_running_tool_ids":[],"error_code":"error_message":'
+    b'"artifact_delta":{},"transfer_to_agent":"escalate":"requested_auth_configs":{},"skip_summarization":'
+    b'"function_call":{"id":"","name":"","args":{}}},"function_response":{"id":"","name":"","response":{}}},'
+    b'"content":{"role":"user","parts":[{"text":"'
+    b'"custom_metadata":{"agent_memory:compaction":{"start_seq":,"end_seq":,"event_count":,"trigger":"interval",'
+    b'"summarizer":"extractive"}}}'
+    b'{"id":"","invocation_id":"compaction-","author":"system","timestamp":,"actions":{"state_delta":{},'
+    b'"compaction":{"start_timestamp":,"end_timestamp":,"compacted_content":{"role":"model","parts":[{"text":"user: '
+)
 
 _T = TypeVar("_T")
 
@@ -1077,10 +1106,10 @@ class DynamoSessionStore:
                 item["blob"] = _s(blob_key)
                 stub = {k: body[k] for k in ("author", "invocation_id") if k in body}
                 item["stub"] = _s(json.dumps(stub, separators=(",", ":"), ensure_ascii=False))
-            else:
-                item["body"] = _s(text)
             if expiry:
                 item["expires_at"] = expiry
+            if "blob" not in item:
+                _with_body(item, text)
             requests.append({"PutRequest": {"Item": item}})
         # Slices of 1,000 items, each with its own budget (the whole import may take longer than one write's budget
         # without a fault), written by a few threads at once: a 6 MB body of small events is ~1,600 BatchWriteItem
@@ -1433,9 +1462,9 @@ class DynamoSessionStore:
         }
         if incarnation:
             item["inc"] = _s(incarnation)
-        item["body"] = _s(body)
         if expiry:
             item["expires_at"] = expiry
+        _with_body(item, body)
         while True:
             try:
                 self._db.put_item(
@@ -1597,10 +1626,10 @@ class DynamoSessionStore:
                 # Enough to answer with a placeholder should the payload ever be missing.
                 stub = {k: event.body[k] for k in ("author", "invocation_id") if k in event.body}
                 item["stub"] = _s(json.dumps(stub, separators=(",", ":"), ensure_ascii=False))
-            else:
-                item["body"] = _s(staged[event.id].body)
             if expiry:
                 item["expires_at"] = expiry
+            if not staged[event.id].offload:
+                _with_body(item, staged[event.id].body)
             actions.append(
                 {
                     "Put": {
@@ -1753,6 +1782,8 @@ class DynamoSessionStore:
         try:
             if "blob" in item:
                 data: str | bytes = self._blobs.get(item["blob"]["S"])
+            elif COMPRESSED_BODY_ATTR in item:
+                data = _inflate(item[COMPRESSED_BODY_ATTR]["B"])
             else:
                 data = item["body"]["S"]
             body = load_stored(data, verbatim=verbatim)
@@ -2295,6 +2326,50 @@ def parallel_batch_write(db: Any, table: str, requests: list[dict[str, Any]], wo
         futures = [pool.submit(batch_write, db, table, chunk) for chunk in chunks]
     for future in futures:
         future.result()
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    """Bytes DynamoDB counts for one attribute value of an event item (strings, numbers, binary)."""
+    (kind, v), *_ = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        digits = v.lstrip("-").replace(".", "").split("e")[0].split("E")[0].strip("0") or "0"
+        return (len(digits) + 1) // 2 + 1
+    return len(v)
+
+
+def _with_body(item: dict[str, Any], text: str) -> dict[str, Any]:
+    """``item`` (every other attribute set) with the event's JSON ``text``: as ``body``, or zlib-compressed as
+    ``bz`` when that makes the item (and its ``by_seq`` entry) fewer 1 KB write units."""
+    data = text.encode()
+    if len(data) >= _COMPRESS_MIN_BYTES:
+        rest = sum(len(k) + _value_size(v) for k, v in item.items())
+        plain = -(-(rest + 4 + len(data)) // _KB)  # "body"
+        if plain > 1:
+            deflater = zlib.compressobj(zdict=_ZDICT)
+            packed = deflater.compress(data) + deflater.flush()
+            if -(-(rest + 2 + len(packed)) // _KB) < plain:  # "bz"
+                item[COMPRESSED_BODY_ATTR] = {"B": packed}
+                return item
+    item["body"] = _s(text)
+    return item
+
+
+def _inflate(value: Any) -> bytes:
+    """A ``bz`` value as stored (bytes from boto3; base64 text in a Lambda stream record) inflated; Unreadable
+    when it does not inflate (or inflates past ``_INFLATE_MAX_BYTES``)."""
+    try:
+        packed = base64.b64decode(value, validate=True) if isinstance(value, str) else bytes(value)
+        inflater = zlib.decompressobj(zdict=_ZDICT)  # (a stream without FDICT inflates as well)
+        data = inflater.decompress(packed, _INFLATE_MAX_BYTES)
+    except (binascii.Error, ValueError, TypeError, zlib.error) as exc:
+        raise Unreadable(f"its compressed body does not inflate ({exc})") from exc
+    if inflater.unconsumed_tail:
+        raise Unreadable(f"its compressed body inflates past {_INFLATE_MAX_BYTES} bytes")
+    if not inflater.eof:
+        raise Unreadable("its compressed body is truncated")
+    return data
 
 
 def _event_ts(item: dict[str, Any]) -> float | None:
