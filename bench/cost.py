@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
+from agent_memory.stores.ddbsize import item_size
 from bench.environment import bench_environment
 
 TABLE = "agent-memory-cost"
@@ -95,37 +96,7 @@ SAMPLE_TEXT = (
 WORDS = SAMPLE_TEXT.split()
 
 
-# --- DynamoDB's item size formula -------------------------------------------------------------------------------
-
-
-def value_size(value: dict[str, Any]) -> int:
-    """Bytes DynamoDB counts for one typed attribute value."""
-    (kind, v), *_ = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "N":
-        digits = v.lstrip("-").replace(".", "").split("e")[0].split("E")[0].strip("0") or "0"
-        return math.ceil(len(digits) / 2) + 1
-    if kind == "B":
-        return len(v)
-    if kind in {"BOOL", "NULL"}:
-        return 1
-    if kind == "L":
-        return 3 + sum(1 + value_size(e) for e in v)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + value_size(e) for k, e in v.items())
-    if kind == "SS":
-        return sum(len(e.encode()) for e in v)
-    if kind == "NS":
-        return sum(value_size({"N": e}) for e in v)
-    if kind == "BS":
-        return sum(len(e) for e in v)
-    raise ValueError(kind)
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    """Bytes of an item: attribute names plus values."""
-    return sum(len(k.encode()) + value_size(v) for k, v in (item or {}).items())
+# --- DynamoDB's item size formula: agent_memory.stores.ddbsize (the store sizes its items by it too) -----------
 
 
 @dataclass(frozen=True)

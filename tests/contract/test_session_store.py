@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -452,31 +453,44 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
 # --- racing writers -------------------------------------------------------------------------------------------
 
 
-def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
-    """Writers racing on one session's version (as Lambda containers do, with no lock between them): every
-    append lands once, seqs have no gap, each writer's events keep its order, and the version counts them. Every
-    event changes the session's state (a key of its writer's and one they all set): the state is the deltas
-    applied in seq order."""
+def _race(*targets: Callable[[], None]) -> None:
+    """Run ``targets`` at once, each on its own thread (as Lambda containers run, with no lock between them);
+    a thread's failure fails the caller."""
     import threading
 
-    store.create_session(record(), split_delta({"initial": True, "shared": "none"}))
-    writers, each = 8, 10
     errors: list[BaseException] = []
 
-    def writer(w: int) -> None:
-        try:
-            for i in range(each):
-                delta = {f"last{w}": i, "shared": f"w{w}-{i}"}
-                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta=delta)], None)
-        except BaseException as exc:  # reported below: a thread's failure must fail the test
-            errors.append(exc)
+    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # reported below: a thread's failure must fail the test
+                errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        return run
+
+    threads = [threading.Thread(target=guarded(fn)) for fn in targets]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
+    """Writers racing on one session's version (as Lambda containers do, with no lock between them): every
+    append lands once, seqs have no gap, each writer's events keep its order, and the version counts them. Every
+    event changes the session's state (a key of its writer's and one they all set): the state is the deltas
+    applied in seq order."""
+    store.create_session(record(), split_delta({"initial": True, "shared": "none"}))
+    writers, each = 8, 10
+
+    def writer(w: int) -> None:
+        for i in range(each):
+            delta = {f"last{w}": i, "shared": f"w{w}-{i}"}
+            store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta=delta)], None)
+
+    _race(*(functools.partial(writer, w) for w in range(writers)))
     stored = store.read_events(KEY, EventQuery())
     assert [e["seq"] for e in stored] == list(range(1, writers * each + 1))
     for w in range(writers):
@@ -491,40 +505,23 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(store: Session
 def test_appends_racing_compactions_never_share_a_seq_and_only_appends_count(store: SessionStore) -> None:
     """Writers and a compactor on one session with no lock between them (as Lambda containers and the schedule
     are): every item has its own seq, seqs have no gap, and the version counts the client appends only."""
-    import threading
-
     live, _ = store.create_session(record(), ScopedDelta())
     writers, each, compactions = 4, 6, 6
-    errors: list[BaseException] = []
     landed: list[str] = []
 
     def writer(w: int) -> None:
-        try:
-            for i in range(each):
-                store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i)], None)
-        except BaseException as exc:  # reported below: a thread's failure must fail the test
-            errors.append(exc)
+        for i in range(each):
+            store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i)], None)
 
     def compactor() -> None:
-        try:
-            for i in range(compactions):
-                got = store.get_session(KEY)
-                assert got is not None
-                summary = event(f"c{i}", 2000.0 + i, text="summary")
-                if store.append_compaction(
-                    KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation
-                ):
-                    landed.append(summary.id)
-        except BaseException as exc:
-            errors.append(exc)
+        for i in range(compactions):
+            got = store.get_session(KEY)
+            assert got is not None
+            summary = event(f"c{i}", 2000.0 + i, text="summary")
+            if store.append_compaction(KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation):
+                landed.append(summary.id)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    threads.append(threading.Thread(target=compactor))
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    _race(*(functools.partial(writer, w) for w in range(writers)), compactor)
     stored = store.read_events(KEY, EventQuery())
     assert [e["seq"] for e in stored] == list(range(1, writers * each + len(landed) + 1))
     assert landed and {e["id"] for e in stored} >= set(landed)
@@ -564,11 +561,8 @@ def test_single_appends_racing_batches_state_deltas_and_compactions_all_land_onc
     """Plain single events (DynamoDB: claim-first), events with a state delta and batches (transactions) and a
     compactor race on one session: every event lands once, each writer's in its order, no two share a seq, and
     the version counts the client appends."""
-    import threading
-
     live, _ = store.create_session(record(), ScopedDelta())
     each = 6
-    errors: list[BaseException] = []
     landed: list[str] = []
 
     def plain(w: int) -> None:
@@ -592,22 +586,8 @@ def test_single_appends_racing_batches_state_deltas_and_compactions_all_land_onc
             if store.append_compaction(KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation):
                 landed.append(summary.id)
 
-    def guarded(fn: Callable[[int], None], w: int) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn(w)
-            except BaseException as exc:  # reported below: a thread's failure must fail the test
-                errors.append(exc)
-
-        return run
-
     roles = [(plain, 0), (plain, 1), (plain, 2), (with_delta, 0), (batches, 0), (compactor, 0)]
-    threads = [threading.Thread(target=guarded(fn, w)) for fn, w in roles]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    _race(*(functools.partial(fn, w) for fn, w in roles))
     stored = store.read_events(KEY, EventQuery())
     seqs = [e["seq"] for e in stored]
     assert seqs == sorted(set(seqs))  # no two share a seq (no fault here, so no hole either)

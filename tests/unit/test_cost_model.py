@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.cost import Index, item_kind, item_size, table_indexes, value_size
+from agent_memory.stores.ddbsize import item_size, value_size
+from bench.cost import Index, item_kind, table_indexes
 from local.template import load_template
 
 

@@ -86,6 +86,7 @@ from ..errors import (
 from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.quotas import NO_QUOTAS, SESSIONS_PER_USER, Quotas
 from ..policy.state import ScopedDelta
+from .ddbsize import item_size
 from .ports import (
     AppCursor,
     AppendResult,
@@ -2328,23 +2329,12 @@ def parallel_batch_write(db: Any, table: str, requests: list[dict[str, Any]], wo
         future.result()
 
 
-def _value_size(value: dict[str, Any]) -> int:
-    """Bytes DynamoDB counts for one attribute value of an event item (strings, numbers, binary)."""
-    (kind, v), *_ = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "N":
-        digits = v.lstrip("-").replace(".", "").split("e")[0].split("E")[0].strip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    return len(v)
-
-
 def _with_body(item: dict[str, Any], text: str) -> dict[str, Any]:
     """``item`` (every other attribute set) with the event's JSON ``text``: as ``body``, or zlib-compressed as
     ``bz`` when that makes the item (and its ``by_seq`` entry) fewer 1 KB write units."""
     data = text.encode()
     if len(data) >= _COMPRESS_MIN_BYTES:
-        rest = sum(len(k) + _value_size(v) for k, v in item.items())
+        rest = item_size(item)
         plain = -(-(rest + 4 + len(data)) // _KB)  # "body"
         if plain > 1:
             deflater = zlib.compressobj(zdict=_ZDICT)
