@@ -17,8 +17,9 @@ import time
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
+from agent_memory.stores.ddbsize import item_size
 from bench.aws_counter import RequestCounter
-from bench.cost import DYNAMODB_PER_M_RRU, item_size
+from bench.cost import DYNAMODB_PER_M_RRU
 from bench.environment import bench_environment
 
 TABLE = "agent-memory-bench"
