@@ -41,7 +41,7 @@ from local.template import function_environment, load_template, provision, route
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYER = ROOT / "layers" / "shared"
-APP, USER, SESSION = "bench", "u1", "s1"
+APP, USER, SESSION, COMPACTED = "bench", "u1", "s1", "s2"
 QUIET = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
 
 FLOOR = (
@@ -91,6 +91,11 @@ def cases() -> list[Case]:
         ),
         Case("list_sessions", "ListSessionsFunction", "GET", base),
         Case("get_context", "GetContextFunction", "GET", f"{base}/{SESSION}/context", query={"max_messages": "20"}),
+        # The three below act on state made for each run (``prepared``): a session of its own to delete, an event
+        # of its own to delete, new events to compact.
+        Case("delete_session", "DeleteSessionFunction", "DELETE", base + "/{fresh}"),
+        Case("delete_event", "DeleteEventsFunction", "DELETE", f"{base}/{SESSION}/events/{{fresh}}"),
+        Case("compact_session", "CompactSessionFunction", "POST", f"{base}/{COMPACTED}/compact"),
         Case(
             "search_memories",
             "SearchMemoriesFunction",
@@ -99,6 +104,38 @@ def cases() -> list[Case]:
             {"query": "where is the trip"},
         ),
     ]
+
+
+def chat(count: int, prefix: str) -> dict[str, Any]:
+    """An append body of ``count`` chat turns, alternating user and model, with ids starting with ``prefix``."""
+    events = []
+    for i in range(count):
+        role = "user" if i % 2 == 0 else "model"
+        text = f"turn {i}: what we said about the trip to Lisbon in May, and what to pack for it"
+        events.append({"id": f"{prefix}-{i}", "author": role, "content": {"role": role, "parts": [{"text": text}]}})
+    return {"events": events}
+
+
+def prepared(case: Case) -> tuple[Case, list[Case]]:
+    """The request one run of ``case`` sends, and the requests (through the handlers, outside the clock) that
+    make the state it acts on: a new session for each create, a session with events for each delete, an event
+    for each event deletion, ten new events for each compaction (outside the retained tail, so every run really
+    compacts)."""
+    fresh = f"cold-{uuid.uuid4().hex[:12]}"
+    base = f"/apps/{APP}/users/{USER}/sessions"
+    request = Case(case.name, case.function, case.method, case.path.replace("{fresh}", fresh), case.body, case.query)
+    append = "AppendEventFunction"
+    if case.name == "create_session":
+        return Case(case.name, case.function, case.method, case.path, {"session_id": fresh}), []
+    if case.name == "delete_session":
+        create = Case("create", "CreateSessionFunction", "POST", base, {"session_id": fresh, "state": {"k": "v"}})
+        return request, [create, Case("append", append, "POST", f"{base}/{fresh}/events", chat(6, fresh))]
+    if case.name == "delete_event":
+        event = {"id": fresh, "author": "user", "content": {"role": "user", "parts": [{"text": "to be deleted"}]}}
+        return request, [Case("append", append, "POST", f"{base}/{SESSION}/events", event)]
+    if case.name == "compact_session":
+        return request, [Case("append", append, "POST", f"{base}/{COMPACTED}/events", chat(10, fresh))]
+    return request, []
 
 
 def lambda_env(case: Case) -> dict[str, str]:
@@ -175,12 +212,8 @@ def main() -> None:
         provision(template, dynamodb, s3, LOCAL_TABLE, LOCAL_BUCKET)
         names = local_names(template)
         selected = [c for c in cases() if not args.only or c.name in args.only]
-        # The session the reads and the append use, made through the real handler first.
-        setup = Case(
-            "create", "CreateSessionFunction", "POST", f"/apps/{APP}/users/{USER}/sessions", {"session_id": SESSION}
-        )
         code, envs = {}, {}
-        for c in [*selected, setup]:
+        for c in selected:
             for suffix, (tree, modules) in variants.items():
                 code[c.name + suffix] = HANDLER.format(
                     layer=str(tree / "layers" / "shared"),
@@ -194,23 +227,33 @@ def main() -> None:
                     **QUIET,
                     **lambda_env(c),
                 }
-        # Memories for the search to find (so that it loads the model and the index), saved the same way.
-        texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
-        save = Case(
-            "save",
-            "SaveMemoriesFunction",
-            "POST",
-            f"/apps/{APP}/users/{USER}/memories",
-            {"memories": [{"text": t} for t in texts]},
-        )
-        for c in (save,):
-            code[c.name] = HANDLER.format(
+
+        def answer(c: Case) -> None:
+            """``c`` answered by this tree's handler (state for the measured requests, outside the clock)."""
+            script = HANDLER.format(
                 layer=str(LAYER), packages=packages, path=str(handler_file(template, c.function)), preload=""
             )
-            envs[c.name] = {**env, **function_environment(template, c.function, names), **QUIET, **lambda_env(c)}
-        for c in (setup, save):
-            _, status, _, _ = run([python, "-I", "-c", code[c.name]], envs[c.name], json.dumps(event_for(c, template)))
-            assert status < 300, (c.name, status)
+            environment = {**env, **function_environment(template, c.function, names), **QUIET, **lambda_env(c)}
+            _, status, _, _ = run([python, "-I", "-c", script], environment, json.dumps(event_for(c, template)))
+            assert status < 300, (c.name, c.path, status)
+
+        base = f"/apps/{APP}/users/{USER}/sessions"
+        # The session the reads and the append use and the one compacted, made through the real handlers first;
+        # memories for the search to find (so that it loads the model and the index), saved the same way.
+        texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
+        for c in (
+            Case("create", "CreateSessionFunction", "POST", base, {"session_id": SESSION}),
+            Case("create", "CreateSessionFunction", "POST", base, {"session_id": COMPACTED}),
+            Case("append", "AppendEventFunction", "POST", f"{base}/{COMPACTED}/events", chat(20, "start")),
+            Case(
+                "save",
+                "SaveMemoriesFunction",
+                "POST",
+                f"/apps/{APP}/users/{USER}/memories",
+                {"memories": [{"text": t} for t in texts]},
+            ),
+        ):
+            answer(c)
         samples: dict[str, list[float]] = {"floor": []}
         cpu: dict[str, list[float]] = {"floor": []}
         statuses: dict[str, set[int]] = {}
@@ -220,24 +263,12 @@ def main() -> None:
             samples["floor"].append(seconds)
             cpu["floor"].append(used)
             for case in selected:
-                body = case.body
-                if case.name == "create_session":
-                    body = {"session_id": f"cold-{uuid.uuid4().hex[:12]}"}
-                event = event_for(Case(case.name, case.function, case.method, case.path, body, case.query), template)
                 for suffix in variants:
                     name = case.name + suffix
-                    if case.name == "create_session":  # a new session each time: a true creation
-                        event = event_for(
-                            Case(
-                                case.name,
-                                case.function,
-                                case.method,
-                                case.path,
-                                {"session_id": f"cold-{uuid.uuid4().hex[:12]}"},
-                                case.query,
-                            ),
-                            template,
-                        )
+                    request, setups = prepared(case)
+                    for made in setups:
+                        answer(made)
+                    event = event_for(request, template)
                     seconds, status, size, used = run([python, "-I", "-c", code[name]], envs[name], json.dumps(event))
                     samples.setdefault(name, []).append(seconds)
                     cpu.setdefault(name, []).append(used)

@@ -312,3 +312,32 @@ def test_a_background_function_collects_again_when_its_work_starts() -> None:
         "assert out == {'batchItemFailures': []}, out\n"
         "assert gc.isenabled(), 'after the first invocation'\n"
     )
+
+
+def test_deleting_an_event_loads_no_embedder_and_no_search_index() -> None:
+    """A fresh delete_events function forgets what long-term memory holds of the event it deletes, which needs
+    the memory store but never an embedding: with MiniLM configured, its first DELETE loads neither numpy nor the
+    tokenizer (the model's load, some 250 CPU ms of the first response, starts only when a search or a save
+    begins; the search index is imported only when a stored index is read)."""
+    functions = ROOT / "functions"
+    loaded = _modules_after(
+        _fresh("delete_events") + "os.environ['EMBEDDER'] = 'minilm'\n" + "def load(name):\n"
+        f"    spec = importlib.util.spec_from_file_location(name, str({str(functions)!r}) + '/' + name + '/app.py')\n"
+        "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m\n"
+        + ANSWER
+        + "deleter = module\n"
+        "base = '/apps/a/users/u/sessions'\n"
+        "module = load('create_session')\n"
+        "assert answer('POST', base, body='{\"session_id\": \"s\"}')['statusCode'] == 201\n"
+        "module = load('append_event')\n"
+        "event = {'id': 'e1', 'author': 'user', 'content': {'role': 'user', 'parts': [{'text': 'I live in Paris'}]}}\n"
+        "assert answer('POST', base + '/s/events', body=json.dumps(event))['statusCode'] == 201\n"
+        "module = deleter\n"
+        "got = answer('DELETE', base + '/s/events/e1')\n"
+        "assert got['statusCode'] == 200 and json.loads(got['body'])['deleted'] == ['e1'], got\n"
+        "from agent_memory.composition import services\n"
+        "assert services().settings.embedder == 'minilm'\n"
+        "assert 'numpy' not in sys.modules and 'tokenizers' not in sys.modules, 'a deletion loaded the embedder'\n"
+        "assert 'agent_memory.search.index' not in sys.modules, 'a deletion imported the search index'\n"
+    )
+    assert "agent_memory.service.memories" in loaded  # the deletion did reach the memory service

@@ -18,6 +18,7 @@ from agent_memory.providers import embedders
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
 from agent_memory.requests import MemoryText
 from agent_memory.search.index import Doc, SearchConfig, SearchIndex
+from agent_memory.stores.ports import SessionKey
 
 
 @pytest.fixture
@@ -96,13 +97,25 @@ def test_search_results_are_the_same_with_and_without_the_preload(fresh_loads: d
     assert found[0] == found[1] and len(found[0]["memories"]) == 3  # same memories, order and scores
 
 
-def test_the_memory_service_starts_the_load_and_a_lexical_configuration_loads_nothing(
+def test_a_search_starts_the_load_and_building_forgetting_or_a_lexical_configuration_load_nothing(
     fresh_loads: dict[int, threading.Thread],
 ) -> None:
-    assert Services(Settings(embedder="none"), "memory").memories is not None
-    Services(Settings(embedder="none"), "memory").preload_embedder()
+    lexical = Services(Settings(embedder="none"), "memory")
+    assert lexical.memories.search(app_name="a", user_id="u", query="cat", min_score=0) == {"memories": []}
+    lexical.preload_embedder()
     assert fresh_loads == {}
-    assert Services(Settings(embedder="minilm"), "memory").memories is not None
+    wired = Services(Settings(embedder="minilm"), "memory")
+    assert wired.memories is not None
+    # a deletion's forget (delete_events, delete_session) never embeds: it must not load the model (issue 14)
+    wired.memories.forget_events(SessionKey("a", "u", "s"), ["e1", "e2"])
+    assert fresh_loads == {}
+    wired.memories.search(app_name="a", user_id="u", query="cat")
+    assert list(fresh_loads) == [MiniLMEmbedder().max_tokens]
+
+
+def test_a_save_starts_the_load(fresh_loads: dict[int, threading.Thread]) -> None:
+    wired = Services(Settings(embedder="minilm"), "memory")
+    assert wired.memories.add_texts(app_name="a", user_id="u", memories=[MemoryText(text="a cat", timestamp=1.7e9)])
     assert list(fresh_loads) == [MiniLMEmbedder().max_tokens]
 
 

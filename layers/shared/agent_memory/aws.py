@@ -1,10 +1,15 @@
-"""Cached boto3 client factories, and the time budget every AWS call works within.
+"""Cached AWS client factories, and the time budget every AWS call works within.
 
 Clients are built on first use (not at import, which would slow every cold start and pin the endpoint) and
-cached per service, all from one boto3 session: a second client (the create's EventBridge publisher, the search's
+cached per service, all from one botocore session: a second client (the create's EventBridge publisher, the search's
 S3) then costs about 12 CPU ms instead of the 90 a new session spends reading botocore's endpoint and partition
 data again. ``reset_clients()`` forgets the clients and the session, so tests can point them at another endpoint.
-boto3 honours ``AWS_ENDPOINT_URL``, which is how ``make run`` points everything at the local moto server.
+botocore honours ``AWS_ENDPOINT_URL``, which is how ``make run`` points everything at the local moto server.
+
+The clients are botocore's own, not boto3's: a boto3 client is the same botocore client (boto3 only adds the
+resource layer, which nothing here uses, and S3's transfer helpers, which nothing here calls), and ``import boto3``
+loads that resource layer on every cold start, about 20 CPU ms of a session function's first response (issue 14;
+README, "First response").
 
 Budget: an API function stops at 29 s (API Gateway's integration limit is 30 s). botocore retries a throttle
 or a transport error at most twice (standard mode: up to 1 s, then 2 s of jittered backoff) with short
@@ -54,18 +59,18 @@ CAPACITY_CODES = frozenset(
 
 @functools.cache
 def _session() -> Any:
-    import boto3
+    import botocore.session
 
-    return boto3.session.Session()
+    return botocore.session.get_session()
 
 
-# boto3 sessions are not thread-safe (the local server's threads share a function's module): one client at a time.
+# botocore sessions are not thread-safe (the local server's threads share a function's module): one client at a time.
 _SESSION_LOCK = threading.Lock()
 
 
 def _new_client(service: str, config: Any) -> Any:
     with _SESSION_LOCK:
-        return _session().client(service, config=config)
+        return _session().create_client(service, config=config)
 
 
 @functools.cache

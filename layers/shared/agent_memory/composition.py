@@ -204,8 +204,6 @@ class Services:
     @property
     def memory_store(self) -> MemoryStore:
         def build() -> MemoryStore:
-            from .search.index import SearchIndex
-
             if self.backend == "aws":
                 from .aws import client
                 from .stores.s3_memories import S3MemoryStore
@@ -214,19 +212,19 @@ class Services:
                     lambda: client("s3"),
                     self.settings.bucket_name,
                     self.build_index,
-                    SearchIndex.from_bytes,
-                    SearchIndex.combine,
+                    _index_from_bytes,
+                    _combine_indexes,
                 )
             if self.backend == "embedded":
                 from .stores.sqlite_memories import SqliteMemoryStore
 
                 self._database()  # the file and its folder exist
                 return SqliteMemoryStore(
-                    self.data_dir / DATABASE_FILE, self.build_index, SearchIndex.from_bytes, SearchIndex.combine
+                    self.data_dir / DATABASE_FILE, self.build_index, _index_from_bytes, _combine_indexes
                 )
             from .stores.inmemory import InMemoryMemoryStore
 
-            return InMemoryMemoryStore(self.build_index, SearchIndex.combine)
+            return InMemoryMemoryStore(self.build_index, _combine_indexes)
 
         return self._once("memory_store", build)
 
@@ -291,9 +289,10 @@ class Services:
 
     def preload_embedder(self) -> None:
         """Start loading the configured embedder's model in the background, when it has one to load (MiniLM):
-        the search function calls this while its handler is imported (Lambda's init phase), and building the
-        memory service does, so that the load overlaps the rest of the cold start and the S3 reads of the first
-        search instead of following them. A failed load leaves search lexical, as a failing embedder does."""
+        the search function calls this while its handler is imported (Lambda's init phase), and the memory
+        service does when a search or a save begins, so that the load overlaps the rest of the cold start and the
+        S3 reads of the first search instead of following them. A failed load leaves search lexical, as a failing
+        embedder does."""
         preload = getattr(self.embedder, "preload", None)
         if callable(preload):
             preload()
@@ -328,8 +327,10 @@ class Services:
             from .service.memories import MemoryService
 
             embedder = self.embedder
-            self.preload_embedder()
-            # The session and claim stores are built when first used: a search never uses them.
+            # The session and claim stores are built when first used: a search never uses them. The embedder's
+            # model starts loading when a search or a save begins (``warm``), beside its reads, not when the
+            # service is built: a deletion's forget (delete_events, delete_session) never embeds, and loading
+            # the model there cost its first response some 250 CPU ms (issue 14).
             return MemoryService(
                 lambda: self.session_store,
                 self.memory_store,
@@ -338,6 +339,7 @@ class Services:
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,
                 facts=_DeferredFacts(lambda: self.fact_extractor),  # built by the first save, not by a search
+                warm=self.preload_embedder,
             )
 
         return self._once("memories", build)
@@ -401,6 +403,21 @@ def pause_gc_for_first_search() -> None:
 def _searched(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
     _cold_gc.resume()
     return found
+
+
+def _index_from_bytes(*args: Any, **kwargs: Any) -> Any:
+    """``SearchIndex.from_bytes``, imported when a stored index is first read: the search index (and numpy with
+    it) stays out of a function that builds the memory store but reads no index (a deletion with nothing saved)."""
+    from .search.index import SearchIndex
+
+    return SearchIndex.from_bytes(*args, **kwargs)
+
+
+def _combine_indexes(*args: Any, **kwargs: Any) -> Any:
+    """``SearchIndex.combine``, imported when first used (as ``_index_from_bytes``)."""
+    from .search.index import SearchIndex
+
+    return SearchIndex.combine(*args, **kwargs)
 
 
 def preload_embedder() -> None:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from agent_memory.budget import ModelBudget
 from agent_memory.errors import ModelFailure
 from agent_memory.providers.http import JsonEndpoint
-from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
 
 logger = logging.getLogger(__name__)
 
@@ -458,6 +457,9 @@ def build_embedder(
             raise ValueError("embedder 'openai' needs a model name")
         if api_key_parameter and api_key_secret:
             raise ValueError("give the embedder API key as an SSM parameter or a Secrets Manager secret, not both")
+        # the summarizers' module (its prompt and model clients) is imported only for a remote embedder's key
+        from agent_memory.providers.summarizers import api_key_from_secrets_manager, api_key_from_ssm
+
         provider: Callable[[], str | None] | None = None
         if api_key_parameter:
             provider = api_key_from_ssm(api_key_parameter)

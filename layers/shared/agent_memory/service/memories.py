@@ -154,7 +154,11 @@ class MemoryService:
         clock: Callable[[], float] = time.time,
         quotas: Quotas = NO_QUOTAS,
         facts: FactExtractor | None = None,
+        warm: Callable[[], None] | None = None,
     ) -> None:
+        """``warm``: called when a search or a save begins, before its reads: start loading what embedding needs
+        (the composition's ``preload_embedder``), so that a function that only forgets never loads it."""
+        self._warm = warm or (lambda: None)
         self._quotas = quotas
         self._facts_given = facts
         self._sessions_of: Callable[[], SessionStore] = _factory(sessions)
@@ -359,6 +363,7 @@ class MemoryService:
         the memory it is made over (one manifest read per save in S3); nothing is written but the memory."""
         if not records:
             return 0
+        self._warm()
         try:
             added = self._memories.add(app_name, user_id, records, self._preparer(app_name, user_id, records, sources))
         except NotStored as failed:
@@ -453,6 +458,7 @@ class MemoryService:
             isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
         ):
             raise InvalidInput("min_score must be a number from 0 to 1", field="min_score")
+        self._warm()
         view = self._memories.view(app_name, user_id)
         if view.index is None or not view.records:
             return {"memories": []}
