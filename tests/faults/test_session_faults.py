@@ -312,6 +312,77 @@ def test_a_failed_large_append_leaves_only_a_staged_orphan(
     assert texts(api.get("s1").body) == [BIG]
 
 
+def removes_the_no_payload_mark(request: Any) -> bool:
+    return request_json(request).get("UpdateExpression") == "REMOVE #nb"
+
+
+def test_a_session_that_never_uploaded_a_payload_is_deleted_without_the_bucket(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """A created session carries the no-payload mark until its first upload: its DELETE lists no bucket (issue 14:
+    the S3 client and LIST were most of a cold delete's first response). Any S3 request would fail here."""
+    api.create(session_id="s1")
+    assert api.append("s1", {"events": [text_event("a", id="a"), text_event("b", id="b")]}).status == 201
+    assert session_item(aws)["nb"] == {"BOOL": True}  # type: ignore[index]
+    for operation in ("ListObjectVersions", "ListObjectsV2", "DeleteObjects", "DeleteObject"):
+        faults.fail(operation, s3_error("InternalError", 500), times=-1)
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    faults.clear()
+    assert session_item(aws) is None and event_items(aws) == []
+
+
+def test_the_mark_goes_before_the_first_upload_so_a_delete_takes_even_a_staged_orphan(
+    api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
+) -> None:
+    api.create(session_id="s1")
+    faults.fail("TransactWriteItems", throttle(), times=-1)
+    assert api.append("s1", text_event(BIG, id="big")).status == 503
+    faults.clear()
+    assert len(object_versions(aws)) == 1  # the staged orphan
+    assert "nb" not in session_item(aws)  # type: ignore[operator]  # taken off before the upload
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert object_versions(aws) == []  # the DELETE listed the bucket: the orphan went with the session
+
+
+def test_a_lost_answer_taking_the_mark_off_still_uploads_and_the_delete_lists_the_bucket(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    api.create(session_id="s1")
+    faults.lose_answer("UpdateItem", when=removes_the_no_payload_mark)
+    assert api.append("s1", {"events": [text_event("a", id="a"), text_event(BIG, id="big")]}).status == 201
+    faults.clear()
+    assert "nb" not in session_item(aws) and len(object_versions(aws)) == 1  # type: ignore[operator]
+    assert texts(api.get("s1").body) == ["a", BIG]
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert object_versions(aws) == [] and event_items(aws) == []
+
+
+def test_a_mark_taken_off_after_the_session_was_recreated_uploads_under_the_new_incarnation(
+    api: Api, aws: dict[str, Any], faults: FaultInjector
+) -> None:
+    """The removal is conditioned on the incarnation the append read: the session deleted and created again in
+    between, the append reads it again and marks (and uploads under) the new one."""
+    api.create(session_id="s1")
+    raced = {"done": False}
+
+    def recreate_first(apply: Any, event_name: str, request: Any) -> Any:
+        if not raced["done"]:
+            raced["done"] = True
+            assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+            api.create(session_id="s1")
+        return apply()
+
+    faults.add("UpdateItem", recreate_first, times=1, when=removes_the_no_payload_mark)
+    assert api.append("s1", text_event(BIG, id="big")).status == 201
+    faults.clear()
+    item = session_item(aws)
+    assert item is not None and "nb" not in item
+    (blob,) = object_versions(aws)
+    assert f"/{item['inc']['S']}/" in blob["Key"]  # under the live incarnation's prefix
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert object_versions(aws) == []
+
+
 def test_a_throttled_payload_upload_is_retried(api: Api, aws: dict[str, Any], faults: FaultInjector) -> None:
     api.create(session_id="s1")
     faults.fail("PutObject", s3_error("SlowDown", 503), times=4)  # past botocore's retries: the store retries

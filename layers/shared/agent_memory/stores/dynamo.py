@@ -128,6 +128,11 @@ LEGACY_MOVE_MAX_KEYS = 100
 # item: that it is in that count.
 SESSIONS_ATTR = "sessions"
 COUNTED_ATTR = "counted"
+# On a session item made by a create: no payload (an event body offloaded to S3) was ever uploaded under this
+# incarnation, so its DELETE need not list the bucket (an S3 client and a LIST: most of a cold delete's first
+# response, issue 14). Removed before the first upload (``_clear_no_payloads``); never on an imported, legacy or
+# placeholder item, whose deletes list the bucket as before.
+NO_PAYLOADS_ATTR = "nb"
 MAX_TRANSACT_ITEMS = 100
 # DynamoDB caps a transaction at 4 MB; keep a margin for keys and attribute names.
 MAX_TRANSACT_BYTES = 3_500_000
@@ -290,6 +295,7 @@ class _Counters:
     # The time order of its events (``TIME_MAX_ATTR``, ``TIME_SKEW_ATTR``): None for a session created before it
     # was tracked, whose events keep the by_ts index's attribute.
     time_order: _TimeOrder | None = None
+    no_payloads: bool = False  # NO_PAYLOADS_ATTR: no payload uploaded under this incarnation yet
 
 
 @dataclass(frozen=True)
@@ -539,6 +545,7 @@ class DynamoSessionStore:
         # payloads) can be taken for this one's, and a create whose answer was lost knows its own item again.
         incarnation = uuid.uuid4().hex
         item = self._session_item(key, record, incarnation, version=0, last_seq=0)
+        item[NO_PAYLOADS_ATTR] = {"BOOL": True}
         expiry = self._expiry(record.update_time)
         if expiry:
             item["expires_at"] = expiry
@@ -887,7 +894,11 @@ class DynamoSessionStore:
             del tombstone["ExpressionAttributeNames"], tombstone["ReturnValuesOnConditionCheckFailure"]
             with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
                 budget.call(self._db.update_item, **tombstone)
-        self._purge(key, budget)
+        # The tombstoned incarnation's mark (no append can upload under it any more): without a payload ever
+        # uploaded, the bucket holds nothing of it to delete (an earlier incarnation's were purged before this one
+        # was created). A staged upload of an append that cannot commit expires by the lifecycle rule, as before.
+        marks = self._session_marks(key, budget)
+        self._purge(key, budget, payloads=marks is None or NO_PAYLOADS_ATTR not in marks)
         with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
             budget.call(
                 self._db.delete_item,
@@ -903,7 +914,7 @@ class DynamoSessionStore:
             TableName=self._table,
             Key=self._session_key(key),
             ConsistentRead=True,
-            ProjectionExpression="inc, deleting, importing, import_started",
+            ProjectionExpression="inc, deleting, importing, import_started, nb",
         ).get("Item")
         return item
 
@@ -914,11 +925,12 @@ class DynamoSessionStore:
             return None
         return _attr(item, "inc")
 
-    def _purge(self, key: SessionKey, budget: _Budget, *, created: bool = False) -> None:
+    def _purge(self, key: SessionKey, budget: _Budget, *, created: bool = False, payloads: bool = True) -> None:
         """Delete the events and payloads of every incarnation of ``key`` but the live one (if any).
 
         ``created``: a create has just stored the live incarnation; with no event in the partition there is
-        nothing of an earlier session to purge (one Query, the usual case)."""
+        nothing of an earlier session to purge (one Query, the usual case). ``payloads`` False: the bucket holds
+        none to delete (a deleted session that never uploaded one, ``NO_PAYLOADS_ATTR``): its events only."""
         params: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "PK = :pk",
@@ -945,7 +957,7 @@ class DynamoSessionStore:
             if "LastEvaluatedKey" not in response:
                 break
             params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        if not found and created:
+        if (not found and created) or not payloads:
             return
 
         def keep() -> str | None:
@@ -1298,6 +1310,10 @@ class DynamoSessionStore:
                         pending = [e for e in pending if e.id not in found]
                         continue
                 checked = True
+                uploads = any(staged[e.id].offload for e in chunk)
+                if uploads and meta.no_payloads and not self._clear_no_payloads(key, meta.incarnation, budget):
+                    budget.after_race()  # deleted or re-created since it was read: read it again
+                    continue
                 for event in chunk:
                     # (Again if the session was re-created meanwhile: a payload lives under its incarnation's prefix.)
                     here = incarnation_prefix(key, meta.incarnation)
@@ -1523,7 +1539,7 @@ class DynamoSessionStore:
             Key=self._session_key(key),
             ConsistentRead=True,
             ProjectionExpression=(
-                "version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti, tmax, tskew"
+                "version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti, tmax, tskew, nb"
             ),
         )
         item = response.get("Item")
@@ -1550,7 +1566,25 @@ class DynamoSessionStore:
             state_expiry=_number(item, STATE_EXPIRY_ATTR),
             legacy_state=legacy,
             time_order=_TimeOrder.of(item),
+            no_payloads=NO_PAYLOADS_ATTR in item,
         )
+
+    def _clear_no_payloads(self, key: SessionKey, incarnation: str, budget: _Budget) -> bool:
+        """Take the no-payload mark off the session item before a payload of this incarnation is uploaded, so that
+        its DELETE lists the bucket; False when the session is gone or re-created (read it again)."""
+        try:
+            budget.call(
+                self._db.update_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                UpdateExpression="REMOVE #nb",
+                ConditionExpression="inc = :inc",
+                ExpressionAttributeNames={"#nb": NO_PAYLOADS_ATTR},
+                ExpressionAttributeValues={":inc": _s(incarnation)},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def _take_chunk(self, pending: list[NewEvent], staged: dict[str, _Staged]) -> list[NewEvent]:
         """The longest prefix of ``pending`` that fits one transaction (item count and total size)."""
