@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
@@ -21,7 +19,7 @@ app = create_app()
 @app.post("/apps/<app_name>/users/<user_id>/sessions/<session_id>/compact")
 def compact_session(app_name: AppName, user_id: UserId, session_id: SessionId) -> Response[str]:
     outcome = services().compaction.compact(app_name, user_id, session_id)
-    metrics.add_metric(name="Compactions", unit=MetricUnit.Count, value=int(outcome.compacted))
+    metrics.add_metric(name="Compactions", unit="Count", value=int(outcome.compacted))
     return json_response(200, outcome.body())
 
 

@@ -101,6 +101,22 @@ def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str)
     assert sorted(set(NOT_ON_THE_COLD_PATH) & loaded) == []
 
 
+def test_the_compaction_route_imports_no_metrics_tracing_or_validation_package() -> None:
+    """compact_session (the on-demand compaction, a context route) needs the compaction service, not the packages a
+    read also leaves out: its metric's unit is named as text (importing ``MetricUnit`` ran Powertools' whole
+    top-level ``__init__``, Tracer and Metrics included)."""
+    path = ROOT / "functions" / "compact_session" / "app.py"
+    loaded = _modules_after(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "assert callable(module.lambda_handler)"
+    )
+    assert "aws_lambda_powertools.event_handler.api_gateway" in loaded  # the check would notice an import
+    unused = ("aws_lambda_powertools.metrics", "aws_lambda_powertools.tracing", "numpy", "httpx")
+    assert sorted((set(unused) | set(NOT_ON_THE_COLD_PATH)) & loaded) == []
+
+
 def test_lean_packages_answer_every_name_the_real_ones_do() -> None:
     code = """
 import agent_memory  # installs the lean finder
