@@ -27,6 +27,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import statistics
 import subprocess
 import uuid
@@ -159,13 +160,35 @@ def handler_file(template: dict[str, Any], function: str, tree: Path = ROOT) -> 
     return tree / route.code_uri / f"{route.handler.rsplit('.', 1)[0]}.py"
 
 
-def run(command: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, int, int, float]:
-    """Seconds to the answer, its status, its body's length, and the CPU seconds the process spent on it."""
+# ``--instructions``: the process under callgrind, which counts the instructions it executes whatever else the
+# machine does (the same count run after run, with hashing seeded: PYTHONHASHSEED). It ends at once after printing
+# (``os._exit``), so that the count stops at the first response as the clock does, not after the interpreter's
+# teardown of everything imported; the interpreter's own start, the same for every script, is measured on an
+# empty script and taken off.
+CALLGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+EXIT_NOW = "\nimport os, sys; sys.stdout.flush(); os._exit(0)\n"
+EMPTY = "print(0, 200, 0, 0)"
+_COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
+
+
+def run(
+    command: list[str], env: dict[str, str], stdin: str = "", *, instructions: bool = False
+) -> tuple[float, int, int, float]:
+    """Seconds to the answer, its status, its body's length, and the CPU seconds the process spent on it; with
+    ``instructions``, the process runs under callgrind and the last value is the instructions it executed."""
+    if instructions:
+        command = [*CALLGRIND, *command[:-1], command[-1] + EXIT_NOW]
+        env = {**env, "PYTHONHASHSEED": "0"}
     out = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, check=False)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{command[:2]} failed:\n{out.stderr[-2000:]}")
     seconds, status, size, cpu = lines[-1].split()
+    if instructions:
+        found = _COLLECTED.findall(out.stderr)
+        if not found:
+            raise RuntimeError(f"callgrind printed no count:\n{out.stderr[-2000:]}")
+        return float(seconds), int(status), int(size), float(found[-1])
     return float(seconds), int(status), int(size), float(cpu)
 
 
@@ -175,6 +198,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare, interleaved")
     parser.add_argument("--preload", nargs="*", default=[], help="modules imported before the clock starts")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions under callgrind instead of timing (the machine's load does not move them)",
+    )
     args = parser.parse_args()
     trees = {"": ROOT} if args.baseline is None else {"": ROOT, " (baseline)": args.baseline.resolve()}
     preloaded = f" (preloaded: {', '.join(args.preload)})"
@@ -258,8 +286,12 @@ def main() -> None:
         cpu: dict[str, list[float]] = {"floor": []}
         statuses: dict[str, set[int]] = {}
         sizes: dict[str, int] = {}
+        counted = args.instructions
         for _ in range(args.runs):
-            seconds, _, _, used = run([python, "-I", "-c", FLOOR.format(table=LOCAL_TABLE)], env)
+            if counted:
+                _, _, _, start = run([python, "-I", "-c", EMPTY], env, instructions=True)
+                cpu.setdefault("interpreter start", []).append(start)
+            seconds, _, _, used = run([python, "-I", "-c", FLOOR.format(table=LOCAL_TABLE)], env, instructions=counted)
             samples["floor"].append(seconds)
             cpu["floor"].append(used)
             for case in selected:
@@ -269,13 +301,18 @@ def main() -> None:
                     for made in setups:
                         answer(made)
                     event = event_for(request, template)
-                    seconds, status, size, used = run([python, "-I", "-c", code[name]], envs[name], json.dumps(event))
+                    seconds, status, size, used = run(
+                        [python, "-I", "-c", code[name]], envs[name], json.dumps(event), instructions=counted
+                    )
                     samples.setdefault(name, []).append(seconds)
                     cpu.setdefault(name, []).append(used)
                     statuses.setdefault(name, set()).add(status)
                     sizes[name] = size
     finally:
         server.stop()
+    if args.instructions:
+        print_instructions(cpu, statuses, args.runs)
+        return
     floor = statistics.median(samples.pop("floor"))
     floor_cpu = statistics.median(cpu.pop("floor"))
     print(
@@ -291,6 +328,27 @@ def main() -> None:
         print(
             f"| {name} | {median * 1000:.0f} | {median / floor:.2f} | {used * 1000:.0f} | {used / floor_cpu:.2f} | "
             f"{', '.join(map(str, sorted(statuses[name])))} | {sizes[name]} |"
+        )
+
+
+
+def print_instructions(counts: dict[str, list[float]], statuses: dict[str, set[int]], runs: int) -> None:
+    """Each script's instructions beyond the interpreter's start, and their ratio to the floor's (the median of
+    ``runs``; the spread between runs is printed so that a count that moved shows)."""
+    start = statistics.median(counts.pop("interpreter start"))
+    beyond = {name: [v - start for v in values] for name, values in counts.items()}
+    floor = statistics.median(beyond.pop("floor"))
+    print(
+        f"floor `import boto3; client('dynamodb'); get_item`: {floor / 1e6:.1f} M instructions beyond the "
+        f"interpreter's start ({start / 1e6:.1f} M), under callgrind (median of {runs})\n"
+    )
+    print("| handler | M instructions (median) | spread between runs | ratio to floor | status |")
+    print("|---|---:|---:|---:|---|")
+    for name, values in beyond.items():
+        median = statistics.median(values)
+        print(
+            f"| {name} | {median / 1e6:.1f} | {(max(values) - min(values)) / 1e6:.1f} | {median / floor:.2f} | "
+            f"{', '.join(map(str, sorted(statuses[name])))} |"
         )
 
 

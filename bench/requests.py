@@ -91,7 +91,9 @@ def run() -> list[tuple[str, int, int, int, int]]:
         measure("clear the 16 left", "DELETE", f"{base}/chat/events")
         for i in range(50):
             call("POST", base, {"session_id": f"s{i:03d}"})
+        call("POST", f"{base}/s000/events", {"events": [_event(f"turn {i}") for i in range(20)]})
         measure("list, page of 20 (of 51)", "GET", f"{base}?limit=20")
+        measure("delete, 20-event session (no payload)", "DELETE", f"{base}/s000", expect=204)
         measure("delete, 1,001-event session", "DELETE", f"{base}/big", expect=204)
     return rows
 
