@@ -65,7 +65,7 @@ from typing import Any
 from .. import aws
 from ..errors import ServiceUnavailable
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
 
 __all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_prefix"]
 
@@ -426,11 +426,8 @@ class S3MemoryStore:
         ]
         affected: list[MemoryRecord] = []
         for record in merged.records.values():
-            context = record.context
-            for fragment in fragments:
-                context = context.replace(fragment, "")
-            if context != record.context:
-                record = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
+            if any(fragment in record.context for fragment in fragments):
+                record = MemoryRecord(**{**record.to_json(), "context": scrubbed_context(record.context, fragments)})
                 affected.append(record)
         if not affected:
             return merged

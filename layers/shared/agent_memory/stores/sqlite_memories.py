@@ -46,7 +46,7 @@ from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
 
 logger = logging.getLogger(__name__)
 
@@ -351,11 +351,10 @@ class SqliteMemoryStore:
         for record in everything.values():
             if record.id in gone or not record.context:
                 continue
-            context = record.context
-            for fragment in fragments:
-                context = context.replace(fragment, "")
-            if context != record.context:
-                scrubbed[record.id] = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
+            if any(fragment in record.context for fragment in fragments):
+                scrubbed[record.id] = MemoryRecord(
+                    **{**record.to_json(), "context": scrubbed_context(record.context, fragments)}
+                )
         rebuilt = self._build_index(list(scrubbed.values())) if scrubbed else None  # outside the transaction
         dropped = gone | set(scrubbed)
         touched = [pid for pid, part in state.parts.items() if dropped & set(part.records)]
