@@ -331,7 +331,6 @@ def main() -> None:
         )
 
 
-
 def print_instructions(counts: dict[str, list[float]], statuses: dict[str, set[int]], runs: int) -> None:
     """Each script's instructions beyond the interpreter's start, and their ratio to the floor's (the median of
     ``runs``; the spread between runs is printed so that a count that moved shows)."""
