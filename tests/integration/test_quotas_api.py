@@ -175,8 +175,11 @@ def test_a_delete_costs_the_dynamodb_requests_it_did(api: Api, counter: RequestC
 
     counter.reset()
     assert api.request("DELETE", f"{SESSIONS}/s1").status == 204
-    # The tombstone and the count in one transaction (an UpdateItem before), the purge, the item's removal.
-    assert dynamodb_calls() == ["TransactWriteItems", "Query", "GetItem", "BatchWriteItem", "GetItem", "DeleteItem"]
+    # The tombstone and the count in one transaction (an UpdateItem before), the tombstoned item's no-payload mark,
+    # the purge (no S3 listing, so no read of the live incarnation for it), the item's removal.
+    assert dynamodb_calls() == ["TransactWriteItems", "GetItem", "Query", "GetItem", "BatchWriteItem", "DeleteItem"]
+    assert [op for service, op in counter.calls if service == "s3"] == []
     counter.reset()
     assert api.request("DELETE", f"{SESSIONS}/s1").status == 204  # gone: the failed condition says so
-    assert dynamodb_calls() == ["TransactWriteItems", "Query", "GetItem", "DeleteItem"]
+    # No item, so no mark: the bucket is listed as before (and the live incarnation read for it).
+    assert dynamodb_calls() == ["TransactWriteItems", "GetItem", "Query", "GetItem", "DeleteItem"]

@@ -24,8 +24,9 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 # Room kept after the last model call for the store's write and the answer (the stores' own retries are
 # bounded by aws.WRITE_BUDGET_S; this reserve is for the usual case, the deadline for the worst one).

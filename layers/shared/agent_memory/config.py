@@ -6,8 +6,9 @@ import functools
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 # Settings whose empty value means "none" rather than "the default": the template passes an empty parameter through
 # (JwtAdminScope "" turns the admin scope off; left unset, the default scope applies).

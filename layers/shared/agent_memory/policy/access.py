@@ -16,10 +16,10 @@ Everything here is pure: the edge (``api.py``) hands it the request context and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Forbidden, Unauthorized
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .state import APP_PREFIX
 
 IAM = "iam"

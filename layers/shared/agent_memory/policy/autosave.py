@@ -46,10 +46,11 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from ..errors import UnprocessableInput
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 ROLES = ("user", "assistant", "system")
 ROLE_ALIASES = {"model": "assistant", "developer": "system"}

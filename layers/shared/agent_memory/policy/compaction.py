@@ -17,9 +17,10 @@ context needs one summary, never a stack.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import compaction_range, event_messages, event_role, is_compaction, summary_text
 
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput, UnprocessableInput
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import Message, compaction_range, event_messages, is_compaction, summary_text
 
 FORMATS = ("openai", "full", "adk")

@@ -11,9 +11,9 @@ watermark falls back to. Pure decisions on the events a service read; the store 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import compaction_range, is_compaction
 
 

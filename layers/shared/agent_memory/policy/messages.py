@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 COMPACTION_META = "agent_memory:compaction"
 

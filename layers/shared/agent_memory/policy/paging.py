@@ -18,10 +18,10 @@ import base64
 import hashlib
 import json
 import math
-from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ..errors import InvalidInput
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .identifiers import validate_identifier
 
 

@@ -9,9 +9,9 @@ precondition (RFC 9110 §13.1.1 lets a server ignore or refuse it; refusing is t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import InvalidInput, PreconditionFailed
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 # entity-tag = [ W/ ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text (RFC 9110 §8.8.3)
 _ENTITY_TAG = re.compile(r'[ \t]*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*')

@@ -50,7 +50,6 @@ import logging
 import math
 import zipfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +66,8 @@ from agent_memory.search.lexical import (
     temporal_question,
     tokenize,
 )
+
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 if TYPE_CHECKING:
     from agent_memory.providers.embedders import Embedder

@@ -6,10 +6,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..errors import InvalidInput, SessionNotFound
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.compaction import (
     CompactionPlan,
     CompactionSettings,

@@ -7,7 +7,6 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +26,7 @@ from ..errors import (
     UnprocessableInput,
 )
 from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..params import MAX_BATCH, MAX_EVENT_PAGE
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (

@@ -69,7 +69,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..aws import WRITE_BUDGET_S, capacity_error, error_code
@@ -84,6 +83,7 @@ from ..errors import (
     SessionNotFound,
 )
 from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.quotas import NO_QUOTAS, SESSIONS_PER_USER, Quotas
 from ..policy.state import ScopedDelta
 from .ddbsize import item_size
@@ -513,7 +513,7 @@ class DynamoSessionStore:
         *,
         version: int,
         last_seq: int,
-        time_order: _TimeOrder = _TimeOrder(0.0, 0.0),
+        time_order: _TimeOrder | None = None,
     ) -> dict[str, Any]:
         """A new session item (a create's, an import's): identity, times, counters, incarnation, its keys in the
         app-wide index, and the mark that it is counted in its user's sessions."""
@@ -535,7 +535,7 @@ class DynamoSessionStore:
             # count existed has no mark and was never counted).
             COUNTED_ATTR: _n(1),
             STATE_ITEM_ATTR: _n(1),
-            **time_order.attributes(),
+            **(time_order or _TimeOrder(0.0, 0.0)).attributes(),
         }
 
     def create_session(self, record: SessionRecord, delta: ScopedDelta) -> tuple[SessionRecord, bool]:

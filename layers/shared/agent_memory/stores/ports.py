@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.identifiers import validate_identifier
 
 # The listing cursors, defined with their tokens; re-exported for the adapters.

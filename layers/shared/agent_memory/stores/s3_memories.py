@@ -58,12 +58,13 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
 from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
 

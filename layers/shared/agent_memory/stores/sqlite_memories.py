@@ -40,12 +40,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import aws
 from ..errors import ServiceUnavailable
+from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
 
 logger = logging.getLogger(__name__)
