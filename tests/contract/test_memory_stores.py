@@ -553,20 +553,3 @@ def test_the_s3_and_sqlite_stores_keep_facts_on_storage(aws: dict[str, Any], tmp
     s3_store().add("app", "alice", [with_facts(1, "I am allergic to cats", FACTS[:1]), with_facts(2, "old", None)])
     stored = s3_store().view("app", "alice").records  # a new store: no cached view
     assert stored["m1"].facts == FACTS[:1] and stored["m2"].facts is None
-
-
-@pytest.mark.parametrize("kind", ["s3", "sqlite"])
-def test_a_forget_scrubs_a_quoted_turn_and_keeps_the_contexts_lines(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if kind == "sqlite":
-        store: Any = sqlite_store(tmp_path / "memory.db")
-    else:
-        aws: dict[str, Any] = request.getfixturevalue("aws")
-        store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
-    secret = MemoryRecord(id="m1", text="my PIN is quokka4412", author="user", timestamp=1.0)
-    context = "12:00 am on 1 January, 1970\nuser: my PIN is quokka4412\nuser: I went hiking"
-    quoting = MemoryRecord(id="m2", text="it rained", author="user", timestamp=2.0, context=context)
-    store.add("app", "alice", [secret, quoting])
-    store.forget("app", "alice", ["m1"])
-    assert store.view("app", "alice").records["m2"].context == "12:00 am on 1 January, 1970\nuser: I went hiking"

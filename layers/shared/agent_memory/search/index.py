@@ -225,13 +225,11 @@ LEXICAL_CALIBRATION = Calibration(bias=-3.868, lexical=6.361, dense=0.0, min_sco
 
 # What a document's vector is computed from: its text, then as much of its context as fits in about 512
 # characters (some 128 word pieces, the sequence length all-MiniLM-L6-v2 was trained on), keeping the context's
-# end: the service writes the date first and the nearest turn last (``service.memories.retrieval_context``), so
-# a long context loses the date, then the farther turn's start (memories saved before issue 13's date-first
-# format end with the date, which they keep). An embedder's cost grows with its input (MiniLM on two cores: ~10
-# ms for 300 characters, ~29 ms for 900), and auto-save embeds every saved turn; the context's words stay whole
-# in the lexical field.
+# end: the nearest turn and the date. An embedder's cost grows with its input (MiniLM on two cores: ~10 ms for
+# 300 characters, ~29 ms for 900), and auto-save embeds every saved turn; the context's words stay whole in
+# the lexical field.
 EMBED_CHARS = 512
-EMBED_MIN_CONTEXT = 64  # a long text still gets the end of its context (a few words of the nearest turn)
+EMBED_MIN_CONTEXT = 64  # a long text still gets the end of its context (the date, a few words)
 
 
 def _embedding_text(doc: Doc) -> str:

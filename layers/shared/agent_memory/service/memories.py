@@ -90,27 +90,8 @@ def _iso(ts: float) -> str:
 
 
 def _date_text(ts: float) -> str:
-    """When ``ts`` is, as a memory's retrieval context writes it: "1:56 pm on 8 May, 2023" (UTC); "" when no
-    datetime holds it."""
     safe = _finite_timestamp(ts)
-    if safe is None:
-        return ""
-    d = datetime.fromtimestamp(safe, tz=UTC)
-    return f"{d.hour % 12 or 12}:{d.minute:02d} {'am' if d.hour < 12 else 'pm'} on {d.day} {d:%B}, {d.year}"
-
-
-def retrieval_context(turns: Sequence[str], ts: float) -> str:
-    """A memory's retrieval context: its date, then the turns just before it in its session (``"author: text"``
-    each, the nearest last), one a line.
-
-    The date comes first, written as LoCoMo writes a session's ("1:56 pm on 8 May, 2023"), as in
-    ``bench.locomo``'s documents, which the rerank was fitted on. Issue 13: on the tuning conversations, through
-    the service's own search, this raised recall@10 from 0.841 to 0.848 (recall@5 0.765 -> 0.767) against the
-    turns first and the date last as "Monday 08 May 2023" (``bench.context_format``, README "Long-term memory").
-    The embedded text keeps the context's end when it does not fit (``search.index._embedding_text``): the
-    nearest turn, then the farther one, then the date. Memories saved before keep the context they were stored
-    with."""
-    return "\n".join(part for part in (_date_text(ts), *turns) if part)
+    return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
 
 
 # Facts of texts extracted on read, by a digest of the text (not the text: a long text is not kept alive by it).
@@ -319,7 +300,7 @@ class MemoryService:
                 session_id=key.session_id,
                 event_id=str(event["id"]),
                 custom_metadata=event.get("custom_metadata"),
-                context=retrieval_context([f for _, f in history], ts),
+                context=" ".join([*(f for _, f in history), _date_text(ts)]),
             )
             records.append(record)
             sources[record.id] = list(history)
@@ -342,7 +323,7 @@ class MemoryService:
         out: list[MemoryRecord] = []
         for record in fresh:
             kept = [fragment for memory_id, fragment in sources.get(record.id, []) if memory_id in allowed]
-            out.append(MemoryRecord(**{**record.to_json(), "context": retrieval_context(kept, record.timestamp)}))
+            out.append(MemoryRecord(**{**record.to_json(), "context": " ".join([*kept, _date_text(record.timestamp)])}))
         return out
 
     def add_texts(self, *, app_name: str, user_id: str, memories: Sequence[MemoryText]) -> dict[str, int]:
@@ -363,7 +344,7 @@ class MemoryService:
                 timestamp=ts,
                 role="user",
                 custom_metadata=item.metadata,
-                context=retrieval_context([], ts),
+                context=_date_text(ts),
             )
             records.setdefault(record.id, record)
         saved = self._store(app_name, user_id, list(records.values()))

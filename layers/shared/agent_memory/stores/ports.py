@@ -410,16 +410,6 @@ class EventPublisher(Protocol):
 # --- long-term memory ---------------------------------------------------------------------------------
 
 
-def scrubbed_context(context: str, fragments: Iterable[str]) -> str:
-    """``context`` (a memory's retrieval context) without the forgotten turns ``fragments`` (``"author: text"``
-    each), its spaces normalised within each line and empty lines dropped: a context written one turn a line
-    (the date first) keeps its lines, one written on a single line (before issue 13's date-first format) stays
-    one line."""
-    for fragment in fragments:
-        context = context.replace(fragment, "")
-    return "\n".join(" ".join(words) for line in context.splitlines() if (words := line.split()))
-
-
 @dataclass
 class MemoryRecord:
     """One long-term memory: the text, where it came from, and what to index it with."""

@@ -66,7 +66,7 @@ from .. import aws
 from ..errors import ServiceUnavailable
 from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
 
 __all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_prefix"]
 
@@ -427,8 +427,11 @@ class S3MemoryStore:
         ]
         affected: list[MemoryRecord] = []
         for record in merged.records.values():
-            if any(fragment in record.context for fragment in fragments):
-                record = MemoryRecord(**{**record.to_json(), "context": scrubbed_context(record.context, fragments)})
+            context = record.context
+            for fragment in fragments:
+                context = context.replace(fragment, "")
+            if context != record.context:
+                record = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
                 affected.append(record)
         if not affected:
             return merged

@@ -46,7 +46,7 @@ from typing import Any
 from .. import aws
 from ..errors import ServiceUnavailable
 from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, scrubbed_context
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
 
 logger = logging.getLogger(__name__)
 
@@ -351,10 +351,11 @@ class SqliteMemoryStore:
         for record in everything.values():
             if record.id in gone or not record.context:
                 continue
-            if any(fragment in record.context for fragment in fragments):
-                scrubbed[record.id] = MemoryRecord(
-                    **{**record.to_json(), "context": scrubbed_context(record.context, fragments)}
-                )
+            context = record.context
+            for fragment in fragments:
+                context = context.replace(fragment, "")
+            if context != record.context:
+                scrubbed[record.id] = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
         rebuilt = self._build_index(list(scrubbed.values())) if scrubbed else None  # outside the transaction
         dropped = gone | set(scrubbed)
         touched = [pid for pid, part in state.parts.items() if dropped & set(part.records)]
