@@ -331,6 +331,21 @@ def test_a_session_that_never_uploaded_a_payload_is_deleted_without_the_bucket(
     assert session_item(aws) is None and event_items(aws) == []
 
 
+def test_with_a_retention_a_session_is_created_without_the_mark_and_its_delete_lists_the_bucket(
+    aws: dict[str, Any], faults: FaultInjector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TTL removes an expired session's items but never its payloads; a session made under the same id later
+    must still take them when deleted, so with a retention no session carries the mark."""
+    monkeypatch.setenv("RETENTION_DAYS", "30")
+    api = Api()
+    api.create(session_id="s1")
+    assert "nb" not in session_item(aws)  # type: ignore[operator]
+    # a payload an expired earlier incarnation left (its items gone by TTL)
+    aws["s3"].put_object(Bucket=BUCKET, Key="sessions/app/alice/s1/old-incarnation/events/e/t.json", Body=b"{}")
+    assert api.request("DELETE", "/apps/app/users/alice/sessions/s1").status == 204
+    assert object_versions(aws) == []
+
+
 def test_the_mark_goes_before_the_first_upload_so_a_delete_takes_even_a_staged_orphan(
     api: Api, aws: dict[str, Any], faults: FaultInjector, short_budget: float
 ) -> None:

@@ -131,7 +131,8 @@ COUNTED_ATTR = "counted"
 # On a session item made by a create: no payload (an event body offloaded to S3) was ever uploaded under this
 # incarnation, so its DELETE need not list the bucket (an S3 client and a LIST: most of a cold delete's first
 # response, issue 14). Removed before the first upload (``_clear_no_payloads``); never on an imported, legacy or
-# placeholder item, whose deletes list the bucket as before.
+# placeholder item, nor with a retention (TTL removes items, never payloads), whose deletes list the bucket as
+# before.
 NO_PAYLOADS_ATTR = "nb"
 MAX_TRANSACT_ITEMS = 100
 # DynamoDB caps a transaction at 4 MB; keep a margin for keys and attribute names.
@@ -545,7 +546,10 @@ class DynamoSessionStore:
         # payloads) can be taken for this one's, and a create whose answer was lost knows its own item again.
         incarnation = uuid.uuid4().hex
         item = self._session_item(key, record, incarnation, version=0, last_seq=0)
-        item[NO_PAYLOADS_ATTR] = {"BOOL": True}
+        if not self._retention_s:
+            # (With a retention, DynamoDB's TTL may have removed an earlier incarnation's items without its
+            # payloads: the DELETE lists the bucket, as before, to take those too.)
+            item[NO_PAYLOADS_ATTR] = {"BOOL": True}
         expiry = self._expiry(record.update_time)
         if expiry:
             item["expires_at"] = expiry
