@@ -87,9 +87,15 @@ ANSWER = (
 )
 
 
-@pytest.mark.parametrize("function", SESSION_FUNCTIONS)
-def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str) -> None:
-    """Its import (Lambda's init) only: what its first request loads is the edge's business (params.py)."""
+# Nor these: the metrics package is imported when a handler first adds a metric (``api._Metrics``), tracing never.
+NOR_THESE = ("aws_lambda_powertools.metrics", "aws_lambda_powertools.tracing", "numpy", "httpx")
+
+
+@pytest.mark.parametrize("function", [*SESSION_FUNCTIONS, "compact_session"])
+def test_a_session_or_context_function_imports_nothing_its_routes_do_not_use(function: str) -> None:
+    """Its import (Lambda's init) only: what its first request loads is the edge's business (params.py). The
+    compaction route (on demand) names its metric's unit as text: importing ``MetricUnit`` ran Powertools' whole
+    top-level ``__init__``, Tracer and Metrics included."""
     path = ROOT / "functions" / function / "app.py"
     loaded = _modules_after(
         "import importlib.util\n"
@@ -98,23 +104,7 @@ def test_a_session_function_imports_nothing_its_routes_do_not_use(function: str)
         "assert callable(module.lambda_handler)"
     )
     assert "aws_lambda_powertools.event_handler.api_gateway" in loaded  # the check would notice an import
-    assert sorted(set(NOT_ON_THE_COLD_PATH) & loaded) == []
-
-
-def test_the_compaction_route_imports_no_metrics_tracing_or_validation_package() -> None:
-    """compact_session (the on-demand compaction, a context route) needs the compaction service, not the packages a
-    read also leaves out: its metric's unit is named as text (importing ``MetricUnit`` ran Powertools' whole
-    top-level ``__init__``, Tracer and Metrics included)."""
-    path = ROOT / "functions" / "compact_session" / "app.py"
-    loaded = _modules_after(
-        "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('app', {str(path)!r})\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "assert callable(module.lambda_handler)"
-    )
-    assert "aws_lambda_powertools.event_handler.api_gateway" in loaded  # the check would notice an import
-    unused = ("aws_lambda_powertools.metrics", "aws_lambda_powertools.tracing", "numpy", "httpx")
-    assert sorted((set(unused) | set(NOT_ON_THE_COLD_PATH)) & loaded) == []
+    assert sorted((set(NOT_ON_THE_COLD_PATH) | set(NOR_THESE)) & loaded) == []
 
 
 def test_lean_packages_answer_every_name_the_real_ones_do() -> None:
