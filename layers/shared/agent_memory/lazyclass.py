@@ -18,12 +18,13 @@ dataclass's class anything before making one (instances only: ``fields(self)``, 
 ``tests/unit/test_lazyclass.py`` holds the processed classes to what ``dataclasses.dataclass`` makes.
 
 Threads: the first instantiations may race (the local server's request threads share the modules; a function's
-own worker threads read parts and write batches). The stand-in stays on the class until the generated ``__init__``
-replaces it (one assignment), and processing runs under a lock, so a thread making one meanwhile goes through the
-stand-in, waits, and gets the finished class: there is no moment without an ``__init__``. dataclasses never
-replaces an ``__init__`` a class has (``_set_new_attribute``), so while it processes a deferred class that one
-private function is swapped for one that also replaces a stand-in: CPython 3.13's, which the functions run (the
-Makefile and the template pin it); on any other version every class is processed at once, as dataclasses does.
+own worker threads read parts and write batches). The stand-in stays on the class until the class is wholly
+processed and the generated ``__init__`` replaces it (one assignment), and processing runs under a lock, so a
+thread making one meanwhile goes through the stand-in, waits, and gets the finished class: there is no moment
+without an ``__init__``, nor an instance of a half-processed class. dataclasses never replaces an ``__init__`` a
+class has (``_set_new_attribute``), so while it processes a deferred class that one private function is swapped
+for one that keeps the generated ``__init__`` aside: CPython 3.13's, which the functions run (the Makefile and
+the template pin it); on any other version every class is processed at once, as dataclasses does.
 
 Type checkers see ``dataclasses.dataclass`` itself (``typing.dataclass_transform`` would lose ``replace``).
 """
@@ -53,11 +54,16 @@ def _pending(cls: type) -> bool:
     return any(_PENDING in klass.__dict__ for klass in cls.__mro__)
 
 
+# The generated __init__ of the class being processed (under the lock), set once the rest of it is.
+_GENERATED_INIT: dict[type, Any] = {}
+
+
 def _replacing_stand_ins(cls: type, name: str, value: Any) -> bool:
     """dataclasses' ``_set_new_attribute`` (never overwrite an attribute the class has), except that the generated
-    ``__init__`` replaces a stand-in."""
+    ``__init__`` of a class with a stand-in is kept aside: ``realize`` puts it in the stand-in's place once every
+    other method is set, so that no instance is made of a class still half-processed."""
     if name == "__init__" and getattr(cls.__dict__.get(name), _STAND_IN, False):
-        setattr(cls, name, value)
+        _GENERATED_INIT[cls] = value
         return False
     assert _ORIGINAL_SET_NEW_ATTRIBUTE is not None
     return _ORIGINAL_SET_NEW_ATTRIBUTE(cls, name, value)
@@ -77,6 +83,7 @@ def realize(cls: type) -> None:
                 dataclasses.dataclass(klass, **options)
             finally:
                 dataclasses._set_new_attribute = _ORIGINAL_SET_NEW_ATTRIBUTE  # type: ignore[attr-defined]
+            klass.__init__ = _GENERATED_INIT.pop(klass)  # type: ignore[misc]  # one assignment: the class is whole
             delattr(klass, _PENDING)
 
 
