@@ -2,13 +2,15 @@
 against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
 
     .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
-        [--preload MODULE …]
+        [--preload MODULE …] [--instructions]
 
 ``--baseline DIR`` also runs every handler from another checkout's ``layers/shared`` and ``functions`` (e.g.
 ``git archive <commit> layers functions | tar -x -C DIR``), interleaved with this tree's, against the same
 endpoint and floor: a before/after comparison that the machine's load hits alike. ``--preload MODULE …`` adds a
 row per handler whose process imports those modules before the clock starts: what the first response would be if
 importing them cost nothing (``--preload pydantic`` prices the validation library before any work to remove it).
+``--instructions`` counts each first response's instructions under callgrind instead of timing it (below; it
+counts a preload's import too).
 
 Each measurement is a new process with what Lambda gives a function: its environment (the template's variables
 and the function's name, as the runtime sets it), the runtime's interpreter with only boto3 and botocore (the
@@ -115,6 +117,26 @@ def chat(count: int, prefix: str) -> dict[str, Any]:
         text = f"turn {i}: what we said about the trip to Lisbon in May, and what to pack for it"
         events.append({"id": f"{prefix}-{i}", "author": role, "content": {"role": role, "parts": [{"text": text}]}})
     return {"events": events}
+
+
+def start_state() -> list[Case]:
+    """The requests (through the handlers, before any measurement) that make what the cases read: the session the
+    reads and the append use, the one compacted with twenty turns, and memories for the search to find (so that it
+    loads the model and the index)."""
+    base = f"/apps/{APP}/users/{USER}/sessions"
+    texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
+    return [
+        Case("create", "CreateSessionFunction", "POST", base, {"session_id": SESSION}),
+        Case("create", "CreateSessionFunction", "POST", base, {"session_id": COMPACTED}),
+        Case("append", "AppendEventFunction", "POST", f"{base}/{COMPACTED}/events", chat(20, "start")),
+        Case(
+            "save",
+            "SaveMemoriesFunction",
+            "POST",
+            f"/apps/{APP}/users/{USER}/memories",
+            {"memories": [{"text": t} for t in texts]},
+        ),
+    ]
 
 
 def prepared(case: Case) -> tuple[Case, list[Case]]:
@@ -265,22 +287,7 @@ def main() -> None:
             _, status, _, _ = run([python, "-I", "-c", script], environment, json.dumps(event_for(c, template)))
             assert status < 300, (c.name, c.path, status)
 
-        base = f"/apps/{APP}/users/{USER}/sessions"
-        # The session the reads and the append use and the one compacted, made through the real handlers first;
-        # memories for the search to find (so that it loads the model and the index), saved the same way.
-        texts = [f"the trip to {city} in {month}" for city in ("Lisbon", "Porto", "Oslo") for month in ("May", "June")]
-        for c in (
-            Case("create", "CreateSessionFunction", "POST", base, {"session_id": SESSION}),
-            Case("create", "CreateSessionFunction", "POST", base, {"session_id": COMPACTED}),
-            Case("append", "AppendEventFunction", "POST", f"{base}/{COMPACTED}/events", chat(20, "start")),
-            Case(
-                "save",
-                "SaveMemoriesFunction",
-                "POST",
-                f"/apps/{APP}/users/{USER}/memories",
-                {"memories": [{"text": t} for t in texts]},
-            ),
-        ):
+        for c in start_state():
             answer(c)
         samples: dict[str, list[float]] = {"floor": []}
         cpu: dict[str, list[float]] = {"floor": []}

@@ -15,20 +15,16 @@ import subprocess
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.first_response import (
-    APP,
-    COMPACTED,
     HANDLER,
     LAYER,
     QUIET,
-    SESSION,
-    USER,
     Case,
     cases,
-    chat,
     event_for,
     handler_file,
     lambda_env,
     prepared,
+    start_state,
 )
 from local.server import LOCAL_BUCKET, LOCAL_TABLE, free_port, local_names
 from local.template import function_environment, load_template, provision
@@ -88,7 +84,6 @@ def main() -> None:
             LOCAL_BUCKET,
         )
         names = local_names(template)
-        base = f"/apps/{APP}/users/{USER}/sessions"
 
         def importtime(case: Case) -> dict[str, int]:
             code = HANDLER.format(
@@ -105,9 +100,8 @@ def main() -> None:
             )
             return self_times(out.stderr)
 
-        importtime(Case("create", "CreateSessionFunction", "POST", base, {"session_id": SESSION}))
-        importtime(Case("create", "CreateSessionFunction", "POST", base, {"session_id": COMPACTED}))
-        importtime(Case("append", "AppendEventFunction", "POST", f"{base}/{COMPACTED}/events", chat(20, "start")))
+        for made in start_state():
+            importtime(made)
         floor_modules: set[str] = set()
         for _ in range(args.runs):
             out = subprocess.run(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,28 @@ composition._cold_gc.pause = lambda: None  # type: ignore[method-assign]
 
 TABLE = "agent-memory-test"
 BUCKET = "agent-memory-test-context"
+
+
+def race(*targets: Callable[[], None]) -> None:
+    """Run ``targets`` at once, each on its own thread (as Lambda containers, or the local server's request threads,
+    run: with no lock between them); a thread's failure fails the caller."""
+    errors: list[BaseException] = []
+
+    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # reported below: a thread's failure must fail the test
+                errors.append(exc)
+
+        return run
+
+    threads = [threading.Thread(target=guarded(fn)) for fn in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,6 +3,7 @@ in-memory one."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -21,7 +22,7 @@ from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, Not
 from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
 from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
-from tests.conftest import BUCKET, TABLE
+from tests.conftest import BUCKET, TABLE, race
 
 
 class Clock:
@@ -407,24 +408,13 @@ def test_concurrent_adds_store_every_record_once(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     stores = [sqlite_store(path), sqlite_store(path)]  # two stores: as two processes on one file would
     returned: list[list[str]] = []
-    errors: list[BaseException] = []
 
     def save(n: int) -> None:
-        try:
-            # Overlapping batches: record n*5 .. n*5+9, so each record is offered by two threads.
-            ids = stores[n % 2].add(
-                "app", "alice", [record(i, f"fact {i} about tea") for i in range(n * 5, n * 5 + 10)]
-            )
-            returned.append(ids)
-        except BaseException as exc:
-            errors.append(exc)
+        # Overlapping batches: record n*5 .. n*5+9, so each record is offered by two threads.
+        ids = stores[n % 2].add("app", "alice", [record(i, f"fact {i} about tea") for i in range(n * 5, n * 5 + 10)])
+        returned.append(ids)
 
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(*(functools.partial(save, n) for n in range(8)))
     flat = [i for ids in returned for i in ids]
     assert sorted(flat) == sorted({f"m{i}" for i in range(45)})  # each stored by exactly one thread
     for store in stores:

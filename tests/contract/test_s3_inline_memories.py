@@ -5,8 +5,8 @@ Real boto3 against moto; what is stored is read back from the bucket in its stor
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from agent_memory.stores.memory_parts import decode_part
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.s3_memories import S3MemoryStore
 from bench.aws_counter import RequestCounter
-from tests.conftest import BUCKET
+from tests.conftest import BUCKET, race
 from tests.memory_objects import inline_records, version_bytes
 from tests.unit.test_search import HashEmbedder
 
@@ -117,22 +117,12 @@ def test_a_forgotten_inline_record_is_in_no_version_of_any_object(aws: dict[str,
 
 
 def test_concurrent_small_saves_of_one_user_lose_nothing(aws: dict[str, Any]) -> None:
-    errors: list[BaseException] = []
-
     def writer(w: int) -> None:
         s = store(aws)  # a container of its own
-        try:
-            for i in range(5):
-                assert s.add("app", "alice", [record(100 * w + i)]) == [f"m{100 * w + i}"]
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for i in range(5):
+            assert s.add("app", "alice", [record(100 * w + i)]) == [f"m{100 * w + i}"]
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(*(functools.partial(writer, w) for w in range(4)))
     expected = {f"m{100 * w + i}" for w in range(4) for i in range(5)}
     ids = held(aws)
     assert set(ids) == expected and len(ids) == len(expected)  # every record, each once

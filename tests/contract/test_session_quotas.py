@@ -4,6 +4,7 @@ concurrent writers."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
-from tests.conftest import BUCKET, TABLE
+from tests.conftest import BUCKET, TABLE, race
 
 from .test_session_store import event, record
 
@@ -108,11 +109,7 @@ def test_concurrent_creates_never_pass_the_session_quota(store: SessionStore) ->
         except QuotaExceeded:
             outcomes.append("refused")
 
-    threads = [threading.Thread(target=create, args=(f"c{i}",)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    race(*(functools.partial(create, f"c{i}") for i in range(8)))
     assert sorted(outcomes) == ["created"] * 3 + ["refused"] * 5
     assert len(sessions_of(store)) == 3
 
@@ -174,9 +171,5 @@ def test_concurrent_appends_never_pass_the_event_quota(store: SessionStore) -> N
             except QuotaExceeded:
                 refused.append(writer)
 
-    threads = [threading.Thread(target=append, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    race(*(functools.partial(append, w) for w in range(4)))  # any other error in a writer fails the test
     assert len(store.read_events(key("s1"), EventQuery())) == 5 and len(refused) == 12 - 5

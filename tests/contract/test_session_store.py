@@ -20,7 +20,7 @@ from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
-from tests.conftest import BUCKET, TABLE, RequestCounter
+from tests.conftest import BUCKET, TABLE, RequestCounter, race
 
 KEY = SessionKey("app", "alice", "s1")
 # Items (and Queries) a DynamoDB read of events spends on the session item's deletion marks.
@@ -453,30 +453,6 @@ def test_a_page_reads_about_the_items_it_returns(aws: dict[str, Any]) -> None:
 # --- racing writers -------------------------------------------------------------------------------------------
 
 
-def _race(*targets: Callable[[], None]) -> None:
-    """Run ``targets`` at once, each on its own thread (as Lambda containers run, with no lock between them);
-    a thread's failure fails the caller."""
-    import threading
-
-    errors: list[BaseException] = []
-
-    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:  # reported below: a thread's failure must fail the test
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=guarded(fn)) for fn in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-
-
 def test_racing_appends_to_one_session_all_land_once_and_in_order(store: SessionStore) -> None:
     """Writers racing on one session's version (as Lambda containers do, with no lock between them): every
     append lands once, seqs have no gap, each writer's events keep its order, and the version counts them. Every
@@ -490,7 +466,7 @@ def test_racing_appends_to_one_session_all_land_once_and_in_order(store: Session
             delta = {f"last{w}": i, "shared": f"w{w}-{i}"}
             store.append_events(KEY, [event(f"w{w}-{i}", 1000.0 + i, delta=delta)], None)
 
-    _race(*(functools.partial(writer, w) for w in range(writers)))
+    race(*(functools.partial(writer, w) for w in range(writers)))
     stored = store.read_events(KEY, EventQuery())
     assert [e["seq"] for e in stored] == list(range(1, writers * each + 1))
     for w in range(writers):
@@ -521,7 +497,7 @@ def test_appends_racing_compactions_never_share_a_seq_and_only_appends_count(sto
             if store.append_compaction(KEY, summary, got.last_seq, got.summary_end_seq, incarnation=live.incarnation):
                 landed.append(summary.id)
 
-    _race(*(functools.partial(writer, w) for w in range(writers)), compactor)
+    race(*(functools.partial(writer, w) for w in range(writers)), compactor)
     stored = store.read_events(KEY, EventQuery())
     assert [e["seq"] for e in stored] == list(range(1, writers * each + len(landed) + 1))
     assert landed and {e["id"] for e in stored} >= set(landed)
@@ -587,7 +563,7 @@ def test_single_appends_racing_batches_state_deltas_and_compactions_all_land_onc
                 landed.append(summary.id)
 
     roles = [(plain, 0), (plain, 1), (plain, 2), (with_delta, 0), (batches, 0), (compactor, 0)]
-    _race(*(functools.partial(fn, w) for fn, w in roles))
+    race(*(functools.partial(fn, w) for fn, w in roles))
     stored = store.read_events(KEY, EventQuery())
     seqs = [e["seq"] for e in stored]
     assert seqs == sorted(set(seqs))  # no two share a seq (no fault here, so no hole either)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import pickle
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import field
 from pathlib import Path
@@ -19,6 +19,7 @@ import pytest
 
 from agent_memory import lazyclass
 from agent_memory.lazyclass import dataclass
+from tests.conftest import race
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "shared"
 
@@ -166,20 +167,7 @@ def test_racing_first_instantiations_all_get_whole_instances(monkeypatch: pytest
         b: str = "x"
 
     made: list[Any] = []
-    errors: list[BaseException] = []
-
-    def make(i: int) -> None:
-        try:
-            made.append(Raced(i))
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(*(functools.partial(lambda i: made.append(Raced(i)), i) for i in range(8)))
     assert sorted(r.a for r in made) == list(range(8)) and all(r.b == "x" for r in made)
     assert not getattr(vars(Raced)["__init__"], lazyclass._STAND_IN, False)  # the generated one replaced it
     assert lazyclass.dataclasses._set_new_attribute is lazyclass._ORIGINAL_SET_NEW_ATTRIBUTE  # put back

@@ -91,8 +91,8 @@ def _stand_in(owner: type) -> Callable[..., None]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         realize(owner)
         init = owner.__dict__["__init__"]
-        if getattr(init, _STAND_IN, False):  # processing failed (and raised) in another thread
-            raise TypeError(f"dataclass {owner.__qualname__} could not be processed")
+        if getattr(init, _STAND_IN, False):  # never expected (the stand-in goes only with the class processed):
+            raise TypeError(f"dataclass {owner.__qualname__} is not processed")  # an error, not endless recursion
         init(self, *args, **kwargs)
 
     __init__.__qualname__ = f"{owner.__qualname__}.__init__"

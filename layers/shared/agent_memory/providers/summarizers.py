@@ -12,11 +12,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.budget import ModelBudget
+from agent_memory.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, Summarizer, SummarizerError, Turn
 from agent_memory.providers.prompt import build_prompt, validate_prompt_template
-
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 if TYPE_CHECKING:
     import httpx
