@@ -122,6 +122,50 @@ def test_forget_and_forget_all(memories: MemoryStore) -> None:
     assert memories.view("app", "alice").records == {}
 
 
+def test_held_names_the_ids_the_memory_holds(memories: MemoryStore) -> None:
+    for i in range(12):  # parts, merges and (S3) the inline records of the last saves
+        memories.add("app", "alice", [record(i)])
+    memories.forget("app", "alice", ["m3"])
+    asked = ["m1", "m3", "m11", "m99"]
+    assert memories.held("app", "alice", asked) == {"m1", "m11"}
+    assert memories.held("app", "alice", []) == set()
+    assert memories.held("app", "bob", asked) == set()  # per user
+    assert memories.held("other", "alice", asked) == set()  # per app
+
+
+@pytest.mark.parametrize("inline", [None, 0])
+def test_a_cold_s3_held_reads_no_index(aws: dict[str, Any], inline: int | None) -> None:
+    store = S3MemoryStore(
+        lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, inline_max_bytes=inline
+    )
+    for i in range(12):
+        store.add("app", "alice", [record(i)])
+    store.forget("app", "alice", ["m3"])
+
+    def no_index(data: bytes | memoryview) -> SearchIndex:
+        raise AssertionError("held loaded a search index")
+
+    cold = S3MemoryStore(lambda: aws["s3"], BUCKET, build, no_index, SearchIndex.combine, inline_max_bytes=inline)
+    assert cold.held("app", "alice", ["m1", "m3", "m11", "m99"]) == {"m1", "m11"}
+
+
+def test_an_s3_held_whose_part_is_gone_answers_as_the_view_does(aws: dict[str, Any]) -> None:
+    store = S3MemoryStore(
+        lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, inline_max_bytes=0
+    )
+    for i in range(3):
+        store.add("app", "alice", [record(i)])
+    parts = [o for o in aws["s3"].list_object_versions(Bucket=BUCKET, Prefix="memories/app/alice/parts/")["Versions"]]
+    gone = parts[0]
+    aws["s3"].delete_object(Bucket=BUCKET, Key=gone["Key"], VersionId=gone["VersionId"])
+    cold = S3MemoryStore(
+        lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, inline_max_bytes=0
+    )
+    held = cold.held("app", "alice", ["m0", "m1", "m2"])
+    assert len(held) == 2
+    assert held == set(cold.view("app", "alice").records)
+
+
 def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) -> None:
     store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
     for i in range(30):

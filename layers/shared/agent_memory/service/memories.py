@@ -512,9 +512,10 @@ class MemoryService:
             futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, chunk) for chunk in chunks]
         for future in futures:
             future.result()
-        wanted = {event_memory_id(key.session_id, e) for e in event_ids}
-        held = self._memories.view(key.app_name, key.user_id).records
-        doomed = sorted(wanted & held.keys())
+        # Which are held, read without the search index: most deleted events were never saved.
+        doomed = sorted(
+            self._memories.held(key.app_name, key.user_id, {event_memory_id(key.session_id, e) for e in event_ids})
+        )
         if doomed:
             self._memories.forget(key.app_name, key.user_id, doomed)
 

@@ -455,6 +455,11 @@ class InMemoryMemoryStore:
                 parts.append(IndexedRecords({r.id: r for r in fresh}, self._build_index(fresh)))
             return [r.id for r in fresh]
 
+    def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
+        with self._lock:
+            parts = list(self._parts.get((app_name, user_id), []))
+        return {i for i in memory_ids if any(i in p.records for p in parts)}
+
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         ids = set(memory_ids)
         with self._lock:

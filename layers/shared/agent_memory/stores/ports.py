@@ -479,6 +479,11 @@ class MemoryStore(Protocol):
         fails the add with nothing stored (``NotStored``, or the error itself)."""
         ...
 
+    def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
+        """Those of ``memory_ids`` the user's memory holds (``view``'s records, read without their index where the
+        store can: a forget of events that were never saved loads no search index)."""
+        ...
+
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
 
     def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:

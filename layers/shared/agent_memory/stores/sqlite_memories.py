@@ -321,6 +321,10 @@ class SqliteMemoryStore:
         part_id = _replace_parts(db, app_name, user_id, merged_ids, merged)
         return {} if part_id is None else {part_id: merged}
 
+    def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
+        records = self.view(app_name, user_id).records  # cached by generation: one small SELECT when warm
+        return {i for i in memory_ids if i in records}
+
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         """Forget memories: their records, their text in the index and in other memories' context. Idempotent;
         ``ServiceUnavailable`` when the database is busy or failing (then nothing changed)."""
