@@ -420,7 +420,7 @@ class SessionService:
         from ..policy.deletion import plan_delete, seq_ranges, with_partners
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
-            events = self.store.read_events(key, EventQuery())
+            events = self.store.read_events(key, EventQuery(marks=marks_of(record)))
             if not any(e.get("id") == event_id for e in events):
                 raise EventNotFound(f"session {session_id!r} holds no event {event_id!r}", field="event_id")
             if pairs == "reject":
@@ -464,10 +464,10 @@ class SessionService:
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             if before_seq is None and before_invocation_id is None:
                 # Everything: no event needs reading, whatever their number (one tells whether any is left).
-                left = record.last_seq and self.store.read_events(key, EventQuery(num_recent=1))
+                left = record.last_seq and self.store.read_events(key, EventQuery(num_recent=1, marks=marks_of(record)))
                 ranges = ((1, record.last_seq),) if left else ()
                 return DeletePlan([], [], None, 0), ranges
-            events = self.store.read_events(key, EventQuery())
+            events = self.store.read_events(key, EventQuery(marks=marks_of(record)))
             cut = before_seq
             if before_invocation_id is not None:
                 cut = first_of_invocation(events, before_invocation_id)
@@ -502,13 +502,20 @@ class SessionService:
         def before(event_ids: list[str]) -> None:
             settle(key, event_ids)
 
-        # A deletion a fault interrupted is finished first (also when this request deletes nothing).
-        self.store.purge_deleted(key, before)
         expected = self._expected_version(key, condition)
+        unfinished = True  # whether a deletion a fault interrupted may be left to finish
         for _ in range(DELETE_ATTEMPTS):
             record = self.store.get_session(key)
             if record is None:
                 raise SessionNotFound(key.session_id)
+            if unfinished:
+                # Finished first (also when this request deletes nothing); the record just read tells the store
+                # what is pending, so that nothing is read again when nothing is.
+                unfinished = False
+                if self.store.purge_deleted(key, before, hidden=record.hidden) and record.hidden:
+                    record = self.store.get_session(key)  # its hidden ranges are gone now
+                    if record is None:
+                        raise SessionNotFound(key.session_id)
             found, ranges = plan(record)
             if not ranges:
                 if expected is not None and expected != record.version:
@@ -522,13 +529,14 @@ class SessionService:
                 based_on_deletions=record.deletions,
                 summary_event_id=found.summary_event_id,
                 summary_end_seq=found.summary_end_seq,
+                record=record,
             )
             try:
                 result = self.store.delete_events(key, deletion, expected)
             except DeletionRaced:
                 continue
             try:
-                purged = self.store.purge_deleted(key, before)
+                purged = self.store.purge_deleted(key, before, hidden=result.hidden)
             except Exception as exc:
                 unavailable = exc if isinstance(exc, ServiceUnavailable) else capacity_error(exc)
                 if unavailable is None:

@@ -2115,14 +2115,20 @@ class DynamoSessionStore:
         plan was made on; the request's token ``dtok`` recognises an update whose answer was lost."""
         budget = _Budget()
         token = uuid.uuid4().hex
+        seen = deletion.record
         while True:
-            item = budget.call(
-                self._db.get_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                ConsistentRead=True,
-                ProjectionExpression="version, last_seq, dels, hide, inc, deleting, dtok",
-            ).get("Item")
+            if seen is not None:
+                # The plan's record (a consistent read a moment ago) stands in for the first read: the update is
+                # conditioned on its counters, so a session that moved since fails it and is read below.
+                item, seen = _item_of(seen), None
+            else:
+                item = budget.call(
+                    self._db.get_item,
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    ConsistentRead=True,
+                    ProjectionExpression="version, last_seq, dels, hide, inc, deleting, dtok",
+                ).get("Item")
             if item is None or "deleting" in item:
                 raise SessionNotFound(key.session_id)
             version = _whole(item, "version")
@@ -2135,11 +2141,11 @@ class DynamoSessionStore:
             deletions = _whole(item, "dels")
             if (_whole(item, "last_seq"), deletions) != (deletion.based_on_seq, deletion.based_on_deletions):
                 raise DeletionRaced()
-            hidden = _hidden_ranges(item)
+            hidden = _merged([*_hidden_ranges(item), *deletion.ranges])
             update = _Update()
             update.set("version", _n(version + 1))
             update.set("dels", _n(deletions + 1))
-            update.set("hide", _s(json.dumps(_merged([*hidden, *deletion.ranges]), separators=(",", ":"))))
+            update.set("hide", _s(_hide_json(hidden)))
             update.set("dtok", _s(token))
             update.set("due", _s(due_shard(key)), if_absent=True)
             update.set("due_since", _n(time.time()), if_absent=True)
@@ -2184,21 +2190,28 @@ class DynamoSessionStore:
                     raise
                 budget.after_fault(exc)  # maybe applied: the next read tells by dtok
                 continue
-            return DeleteResult(version=version + 1)
+            return DeleteResult(version=version + 1, hidden=tuple(hidden))
 
-    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+    def purge_deleted(
+        self, key: SessionKey, before: Callable[[list[str]], None], hidden: tuple[SeqRange, ...] | None = None
+    ) -> int:
         """Page by page (keys only) through the hidden ranges: ``before(ids)``, then every version of the page's
         offloaded payloads, then its items; once all are gone the ranges leave ``hide``. Stops with 503 after
-        ``PURGE_BUDGET_S`` (reads stay right meanwhile; the next call goes on)."""
+        ``PURGE_BUDGET_S`` (reads stay right meanwhile; the next call goes on). ``hidden`` (the caller's, just
+        read or just written) saves reading ``hide`` first; ranges purged meanwhile by another request are
+        found empty."""
         budget = _Budget()
         started = time.monotonic()
-        item = budget.call(
-            self._db.get_item,
-            TableName=self._table,
-            Key=self._session_key(key),
-            ConsistentRead=True,
-            ProjectionExpression="hide, inc",
-        ).get("Item")
+        if hidden is None:
+            item = budget.call(
+                self._db.get_item,
+                TableName=self._table,
+                Key=self._session_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="hide",
+            ).get("Item")
+        else:
+            item = {"hide": _s(_hide_json(list(hidden)))} if hidden else {}
         ranges = _hidden_ranges(item or {})
         if not ranges:
             return 0
@@ -2233,19 +2246,27 @@ class DynamoSessionStore:
                         "send the request again to finish",
                         retry_after=1,
                     )
-        self._unhide(key, ranges, budget)
+                if "LastEvaluatedKey" not in response:
+                    break  # the page held the rest of the range: nothing is left to ask for
+        self._unhide(key, ranges, budget, item)
         return removed
 
-    def _unhide(self, key: SessionKey, ranges: list[SeqRange], budget: _Budget) -> None:
-        """Take purged ranges out of ``hide`` (those a deletion added meanwhile stay)."""
+    def _unhide(
+        self, key: SessionKey, ranges: list[SeqRange], budget: _Budget, seen: dict[str, Any] | None = None
+    ) -> None:
+        """Take purged ranges out of ``hide`` (those a deletion added meanwhile stay). ``seen``: the session item's
+        ``hide`` as the purge started from, tried first (conditional: a ``hide`` changed since is read)."""
         while True:
-            item = budget.call(
-                self._db.get_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                ConsistentRead=True,
-                ProjectionExpression="hide",
-            ).get("Item")
+            if seen is not None:
+                item, seen = seen, None
+            else:
+                item = budget.call(
+                    self._db.get_item,
+                    TableName=self._table,
+                    Key=self._session_key(key),
+                    ConsistentRead=True,
+                    ProjectionExpression="hide",
+                ).get("Item")
             if item is None or "hide" not in item:
                 return
             rest = [r for r in _hidden_ranges(item) if not any(lo <= r[0] and r[1] <= hi for lo, hi in ranges)]
@@ -2257,7 +2278,7 @@ class DynamoSessionStore:
             }
             if rest:
                 params["UpdateExpression"] = "SET hide = :rest"
-                params["ExpressionAttributeValues"][":rest"] = _s(json.dumps(rest, separators=(",", ":")))
+                params["ExpressionAttributeValues"][":rest"] = _s(_hide_json(rest))
             else:
                 params["UpdateExpression"] = "REMOVE hide"
             try:
@@ -2506,6 +2527,23 @@ def _visible_segments(low: int, high: int, hidden: list[SeqRange]) -> list[SeqRa
     if start <= high:
         segments.append((start, high))
     return segments
+
+
+def _hide_json(ranges: list[SeqRange]) -> str:
+    """``hide``'s value for ``ranges``: always written alike, so that a conditional write can name it."""
+    return json.dumps(ranges, separators=(",", ":"))
+
+
+def _item_of(record: SessionRecord) -> dict[str, Any]:
+    """The attributes of the session item that ``delete_events`` conditions on, as ``record`` read them."""
+    item: dict[str, Any] = {"version": _n(record.version), "last_seq": _n(record.last_seq)}
+    if record.deletions:
+        item["dels"] = _n(record.deletions)
+    if record.hidden:
+        item["hide"] = _s(_hide_json(list(record.hidden)))
+    if record.incarnation:
+        item["inc"] = _s(record.incarnation)
+    return item
 
 
 def _merged(ranges: list[SeqRange]) -> list[SeqRange]:

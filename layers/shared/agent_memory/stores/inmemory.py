@@ -197,7 +197,9 @@ class InMemorySessionStore:
             self._due.setdefault(key)
             return DeleteResult(version=record.version, deleted=deleted)
 
-    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+    def purge_deleted(
+        self, key: SessionKey, before: Callable[[list[str]], None], hidden: tuple[SeqRange, ...] | None = None
+    ) -> int:
         with self._lock:
             ranges = list(self._hidden.get(key, []))
             doomed = [i for i, e in self._events.get(key, {}).items() if in_ranges(e["seq"], ranges)]
@@ -211,9 +213,8 @@ class InMemorySessionStore:
                 events.pop(event_id, None)
             gone = set(doomed)
             self._outbox = [c for c in self._outbox if not (c[2] == key and c[3] in gone)]
-            hidden = self._hidden.get(key, [])
             # Ranges added meanwhile (another deletion) stay for the next purge.
-            self._hidden[key] = [r for r in hidden if r not in ranges]
+            self._hidden[key] = [r for r in self._hidden.get(key, []) if r not in ranges]
             if not self._hidden[key]:
                 self._hidden.pop(key, None)
         return len(doomed)

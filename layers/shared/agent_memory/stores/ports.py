@@ -187,6 +187,9 @@ class Deletion:
     based_on_deletions: int
     summary_event_id: str | None
     summary_end_seq: int
+    # The record the plan was made on, read consistently a moment before: a store may condition its first write
+    # on it instead of reading the session again (a session that moved since fails that write, then is read).
+    record: SessionRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,8 @@ class DeleteResult:
 
     version: int
     deleted: int | None = None
+    # The seq ranges still hidden after the commit, as it wrote them (DynamoDB; None: not known), for the purge.
+    hidden: tuple[SeqRange, ...] | None = None
 
 
 class DeletionRaced(Exception):
@@ -311,13 +316,17 @@ class SessionStore(Protocol):
         committed, or committed: a retry tells, as the events no longer read)."""
         ...
 
-    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
+    def purge_deleted(
+        self, key: SessionKey, before: Callable[[list[str]], None], hidden: tuple[SeqRange, ...] | None = None
+    ) -> int:
         """Finish the deletions committed on the session: for each batch of deleted events still stored, call
         ``before`` with their ids (the caller forgets what was derived from them), then remove them and their
         offloaded payloads (every version). Idempotent: a fault leaves the rest for the next call (the next
         delete of the session calls it first). Returns how many deleted events it settled (removed, or, where the
         deletion's commit removed them already, forgot what was derived from them); 0 when none was pending or the
-        session does not exist."""
+        session does not exist. ``hidden``: the session's hidden ranges as the caller just read them
+        (``SessionRecord.hidden``) or as the commit wrote them (``DeleteResult.hidden``); a store that keeps its
+        pending deletions there need not read them again (None: it reads them)."""
         ...
 
     def list_due(self, limit: int) -> list[SessionKey]:

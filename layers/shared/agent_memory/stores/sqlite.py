@@ -76,6 +76,7 @@ from .ports import (
     DeletionRaced,
     EventQuery,
     NewEvent,
+    SeqRange,
     SessionKey,
     SessionRecord,
     Tail,
@@ -970,8 +971,11 @@ class SqliteSessionStore:
             )
             return DeleteResult(version=version + 1, deleted=deleted)
 
-    def purge_deleted(self, key: SessionKey, before: Callable[[list[str]], None]) -> int:
-        """The rows went with the deletion's transaction: settle what was derived from them, then forget the ids."""
+    def purge_deleted(
+        self, key: SessionKey, before: Callable[[list[str]], None], hidden: tuple[SeqRange, ...] | None = None
+    ) -> int:
+        """The rows went with the deletion's transaction: settle what was derived from them, then forget the ids
+        (kept in ``deleted_events``, not in hidden ranges: ``hidden`` says nothing here)."""
         with self._db.read() as conn:
             rows = conn.execute(
                 "SELECT d.session, d.event_id FROM deleted_events d JOIN sessions s ON s.id = d.session "
