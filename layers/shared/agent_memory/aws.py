@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from . import budget
@@ -57,11 +58,18 @@ CAPACITY_CODES = frozenset(
 )
 
 
+# Lean service models (``local/botocore_data.py``): the operations this code calls, without documentation. botocore
+# looks here first, then in its own data (endpoint rules, paginators, waiters, every other service).
+LEAN_MODELS = str(Path(__file__).resolve().parent / "botocore_data")
+
+
 @functools.cache
 def _session() -> Any:
     import botocore.session
 
-    return botocore.session.get_session()
+    session = botocore.session.get_session()
+    session.get_component("data_loader").search_paths.insert(0, LEAN_MODELS)
+    return session
 
 
 # botocore sessions are not thread-safe (the local server's threads share a function's module): one client at a time.
