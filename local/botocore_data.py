@@ -57,8 +57,10 @@ def lean_model(model: dict[str, Any], words: set[str]) -> dict[str, Any]:
         shape = shapes[name]
         todo += [member["shape"] for member in shape.get("members", {}).values()]
         todo += [shape[part]["shape"] for part in ("member", "key", "value") if part in shape]
-    lean = {**model, "operations": operations, "shapes": {n: s for n, s in shapes.items() if n in kept}}
-    return _undocumented(lean)
+    lean: dict[str, Any] = _undocumented(
+        {**model, "operations": operations, "shapes": {n: s for n, s in shapes.items() if n in kept}}
+    )
+    return lean
 
 
 def _undocumented(value: Any) -> Any:
