@@ -326,16 +326,16 @@ class Services:
         def build() -> MemoryService:
             from .service.memories import MemoryService
 
-            embedder = self.embedder
-            # The session and claim stores are built when first used: a search never uses them. The embedder's
-            # model starts loading when a search or a save begins (``warm``), beside its reads, not when the
-            # service is built: a deletion's forget (delete_events, delete_session) never embeds, and loading
-            # the model there cost its first response some 250 CPU ms (issue 14).
+            # The session and claim stores are built when first used: a search never uses them. The embedder is
+            # built, and its model starts loading, when a search or a save begins (``warm``), beside its reads,
+            # not when the service is built: a deletion's forget (delete_events, delete_session) never embeds;
+            # loading the model there cost its first response some 250 CPU ms, importing the embedders' module
+            # (and its HTTP client's) some 4 M instructions (issue 14).
             return MemoryService(
                 lambda: self.session_store,
                 self.memory_store,
                 lambda: self.claim_store,
-                lambda index, query, k, cut: _searched(index.search(query, k, embedder=embedder, min_score=cut)),
+                lambda index, query, k, cut: _searched(index.search(query, k, embedder=self.embedder, min_score=cut)),
                 default_policy=self.settings.autosave_policy_value(),
                 quotas=self.quotas,
                 facts=_DeferredFacts(lambda: self.fact_extractor),  # built by the first save, not by a search

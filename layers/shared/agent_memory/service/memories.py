@@ -17,12 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
 from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
 from ..params import MAX_BATCH, MAX_TOP_K
-from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, normalise_role, parse_policy
 from ..policy.identifiers import validate_identifier
-from ..policy.messages import is_compaction
-from ..policy.profile import Source, aggregate
 from ..policy.quotas import NO_QUOTAS, Quotas
-from ..providers.ports import FactExtractor
 from ..stores.ports import (
     TEXT_PREFIX,
     ClaimStore,
@@ -36,6 +32,8 @@ from ..stores.ports import (
 
 if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (params.py, issue 14)
     from ..models import Event
+    from ..policy.autosave import MemoryPolicy
+    from ..providers.ports import FactExtractor
     from ..requests import MemoryText
 
 logger = logging.getLogger(__name__)
@@ -185,6 +183,8 @@ class MemoryService:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
         validate_identifier(session_id, "session_id", UnprocessableInput)
+        from ..policy.autosave import parse_policy  # the saves' policy code: not a forget's or a search's
+
         parsed = parse_policy(policy, default="default")
         key = SessionKey(app_name, user_id, session_id)
         if self._sessions.get_session(key) is None:
@@ -214,6 +214,8 @@ class MemoryService:
             raise UnprocessableInput("events must be a non-empty list", field="events")
         if len(events) > MAX_BATCH:
             raise UnprocessableInput(f"events holds {len(events)} items; at most {MAX_BATCH}", field="events")
+        from ..policy.autosave import parse_policy
+
         parsed = parse_policy(policy, default=EXPLICIT_EVENTS_POLICY)
         dumped = []
         for event in events:
@@ -246,6 +248,8 @@ class MemoryService:
         user's memory (auto-save: one save per user per batch, not one per session). Each item is (session key,
         its new events, the session's events just before them): each session's memories carry the context of
         their own session only."""
+        from ..policy.messages import is_compaction
+
         records: list[MemoryRecord] = []
         sources: dict[str, list[tuple[str, str]]] = {}
         candidates = 0
@@ -267,6 +271,9 @@ class MemoryService:
     ) -> list[MemoryRecord]:
         """The memory records of a session's ``events`` by ``policy``; ``sources`` gets, for each, the turns its
         context was built from."""
+        from ..policy.autosave import apply_policy, memory_text, normalise_role
+        from ..policy.messages import is_compaction
+
         records: list[MemoryRecord] = []
         # Context for contextual retrieval: the texts the policy kept of the turns just before each memory
         # (what it filtered out is never stored, not even as context), with the memory each came from: a turn
@@ -472,6 +479,8 @@ class MemoryService:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
         records = self._memories.view(app_name, user_id).records
+        from ..policy.profile import Source, aggregate
+
         sources = [Source(r.id, r.timestamp, self._facts_of(r)) for r in records.values()]
         facts = [{**fact, "updated_at": _iso(fact["updated_at"])} for fact in aggregate(sources)]
         return {"app_name": app_name, "user_id": user_id, "facts": facts, "memory_count": len(records)}
@@ -508,10 +517,13 @@ class MemoryService:
         keys = [f"E#{key.session_id}#{e}" for e in event_ids]
         # A clear hands over thousands: their commits run on a few threads (each a BatchWriteItem of 25 keys).
         chunks = [keys[start : start + 250] for start in range(0, len(keys), 250)]
-        with ThreadPoolExecutor(max_workers=min(8, len(chunks))) as pool:
-            futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, chunk) for chunk in chunks]
-        for future in futures:
-            future.result()
+        if len(chunks) == 1:  # one event, or a page of them: no thread to start
+            self._claims.commit(key.app_name, key.user_id, keys)
+        else:
+            with ThreadPoolExecutor(max_workers=min(8, len(chunks))) as pool:
+                futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, c) for c in chunks]
+            for future in futures:
+                future.result()
         # Which are held, read without the search index: most deleted events were never saved.
         doomed = sorted(
             self._memories.held(key.app_name, key.user_id, {event_memory_id(key.session_id, e) for e in event_ids})

@@ -420,7 +420,7 @@ class SessionService:
         from ..policy.deletion import plan_delete, seq_ranges, with_partners
 
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
-            events = self.store.read_events(key, EventQuery(marks=marks_of(record)))
+            events = self.store.read_events(key, EventQuery(marks=marks_of(record), unchecked=True))
             if not any(e.get("id") == event_id for e in events):
                 raise EventNotFound(f"session {session_id!r} holds no event {event_id!r}", field="event_id")
             if pairs == "reject":
@@ -464,10 +464,12 @@ class SessionService:
         def plan(record: SessionRecord) -> tuple[DeletePlan, tuple[tuple[int, int], ...]]:
             if before_seq is None and before_invocation_id is None:
                 # Everything: no event needs reading, whatever their number (one tells whether any is left).
-                left = record.last_seq and self.store.read_events(key, EventQuery(num_recent=1, marks=marks_of(record)))
+                left = record.last_seq and self.store.read_events(
+                    key, EventQuery(num_recent=1, marks=marks_of(record), unchecked=True)
+                )
                 ranges = ((1, record.last_seq),) if left else ()
                 return DeletePlan([], [], None, 0), ranges
-            events = self.store.read_events(key, EventQuery(marks=marks_of(record)))
+            events = self.store.read_events(key, EventQuery(marks=marks_of(record), unchecked=True))
             cut = before_seq
             if before_invocation_id is not None:
                 cut = first_of_invocation(events, before_invocation_id)

@@ -128,7 +128,9 @@ class EventQuery:
     ``marks``: the session's deletion count and hidden seq ranges as the caller just read them with its record
     (``SessionRecord.deletions``, ``.hidden``; ``marks_of(record)``): a store that keeps deletions apart from the
     events (DynamoDB) then skips its own first read of them. It still checks the count after the events, so a
-    deletion committed since the record was read is never half-seen.
+    deletion committed since the record was read is never half-seen, unless ``unchecked``: the caller's write is
+    conditioned on the count it read (a deletion's plan, ``Deletion.based_on_deletions``), so a deletion racing
+    the read fails that write instead, and the plan is made again.
     """
 
     num_recent: int | None = None
@@ -139,6 +141,7 @@ class EventQuery:
     max_bytes: int | None = None
     verbatim: bool = False
     marks: tuple[int, tuple[tuple[int, int], ...]] | None = None
+    unchecked: bool = False
 
 
 SeqRange = tuple[int, int]  # seqs lo..hi, both included
