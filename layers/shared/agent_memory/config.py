@@ -9,6 +9,7 @@ import re
 from typing import Any, Literal
 
 from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from .policy import PRESETS
 
 # Settings whose empty value means "none" rather than "the default": the template passes an empty parameter through
 # (JwtAdminScope "" turns the admin scope off; left unset, the default scope applies).
@@ -157,7 +158,7 @@ class Settings:
                 self, "summarizer_prompt_template", validate_prompt_template(self.summarizer_prompt_template)
             )
         raw = self.autosave_policy.strip()
-        if "autosave_policy" in values and raw != "off":  # a default is valid (and its parser stays unloaded)
+        if "autosave_policy" in values and raw != "off" and raw not in PRESETS:  # a preset or the default: valid
             from .policy.autosave import parse_policy
 
             try:

@@ -51,6 +51,7 @@ from typing import Any
 
 from ..errors import UnprocessableInput
 from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from . import PRESETS  # their names; their policies below
 
 ROLES = ("user", "assistant", "system")
 ROLE_ALIASES = {"model": "assistant", "developer": "system"}
@@ -66,7 +67,6 @@ EVENT_TYPES = (
     "error",
 )
 EVENT_TYPE_ALIASES = {"tool_call": "function_call", "tool_response": "function_response"}
-PRESETS = ("default", "all", "custom")
 
 _TRANSCRIPTION_FIELDS = ("input_transcription", "output_transcription", "inputTranscription", "outputTranscription")
 _ERROR_FIELDS = ("error_code", "error_message", "errorCode", "errorMessage")
