@@ -345,5 +345,8 @@ def test_deleting_an_event_loads_no_embedder_and_no_search_index() -> None:
         "assert services().settings.embedder == 'minilm'\n"
         "assert 'numpy' not in sys.modules and 'tokenizers' not in sys.modules, 'a deletion loaded the embedder'\n"
         "assert 'agent_memory.search.index' not in sys.modules, 'a deletion imported the search index'\n"
+        "assert 'agent_memory.providers.embedders' not in sys.modules, 'a deletion built the embedder'\n"
+        "for name in ('agent_memory.policy.autosave', 'agent_memory.policy.profile'):\n"
+        "    assert name not in sys.modules, f'a deletion imported the saves\\' code: {name}'\n"
     )
     assert "agent_memory.service.memories" in loaded  # the deletion did reach the memory service

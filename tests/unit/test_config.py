@@ -26,6 +26,8 @@ def test_defaults_are_the_tables_and_environment_text_becomes_numbers() -> None:
         ("jwt_user_claim", ""),  # min_length=1
         ("summarizer_prompt_template", "no placeholder"),
         ("autosave_policy", "no such policy"),
+        ("autosave_policy", "Default"),  # preset names are exact
+        ("autosave_policy", '{"preset": "all", "roles": "everyone"}'),
         ("no_such_setting", "x"),
     ],
 )
@@ -51,3 +53,12 @@ def test_from_env_reads_upper_case_variables(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("EMBEDDER", "")  # empty: the default
     read = Settings.from_env()
     assert (read.token_threshold, read.summarizer_model, read.embedder) == (123, "m", "minilm")
+
+
+def test_every_preset_is_a_valid_autosave_policy_and_the_presets_are_the_policy_s() -> None:
+    from agent_memory.policy import PRESETS
+    from agent_memory.policy.autosave import parse_policy
+
+    for name in PRESETS:  # accepted by name alone (no policy code imported), and parsed by the policy code
+        assert Settings(autosave_policy=name).autosave_policy == name
+        assert parse_policy(name).preset == name
