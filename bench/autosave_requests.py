@@ -56,7 +56,7 @@ def run(records: int, sessions: int, batches: int, one_user: bool, trace: bool =
             return "u0" if one_user else f"u{s}"
 
         def new_records() -> list[dict[str, Any]]:
-            return read_to_end(streams, arn, iterators, mapping.pattern)
+            return read_to_end(streams, arn, iterators, mapping.patterns)
 
         for s in range(sessions):
             status, _ = api.call("POST", f"/apps/chat/users/{user(s)}/sessions", {"session_id": f"s{s}"})

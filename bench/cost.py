@@ -525,7 +525,7 @@ def run(
             def read_stream(now: float) -> None:
                 """Hand the stream's new records to the mapping, each at the time of its append (a compaction
                 event the sweep appended: ``now``, the sweep's time)."""
-                for record in read_to_end(streams, arn, iterators, mapping.pattern):
+                for record in read_to_end(streams, arn, iterators, mapping.patterns):
                     session = record["dynamodb"]["Keys"]["PK"]["S"].rsplit("#", 1)[-1]
                     times = appended_at[session]
                     batcher.add(times.pop(0) if times else now, record)

@@ -28,7 +28,7 @@ class StreamMapping:
     handler: str
     batch_size: int
     window_s: float
-    pattern: dict[str, Any] | None
+    patterns: list[dict[str, Any]] | None  # the mapping's filters (a record passes one of them); None: no filter
 
 
 def stream_mappings(template: dict[str, Any], names: dict[str, str]) -> list[StreamMapping]:
@@ -42,20 +42,29 @@ def stream_mappings(template: dict[str, Any], names: dict[str, str]) -> list[Str
                 handler=e.handler,
                 batch_size=int(resolve(e.properties.get("BatchSize", 100), names)),
                 window_s=float(resolve(e.properties.get("MaximumBatchingWindowInSeconds", 0), names)),
-                pattern=json.loads(filters[0]["Pattern"]) if filters else None,
+                patterns=[json.loads(f["Pattern"]) for f in filters] if filters else None,
             )
         )
     return found
 
 
+def admits(patterns: list[dict[str, Any]] | None, record: dict[str, Any]) -> bool:
+    """Whether a mapping with these filters hands ``record`` to its function (one pattern matching is enough)."""
+    return patterns is None or any(matches(p, record) for p in patterns)
+
+
 def matches(pattern: Any, value: Any) -> bool:
-    """The subset of EventBridge-style filter patterns the template uses: lists of values and prefixes."""
+    """The subset of EventBridge-style filter patterns the template uses: lists of values, prefixes and
+    ``exists``."""
     if isinstance(pattern, dict):
         return isinstance(value, dict) and all(matches(p, value.get(k)) for k, p in pattern.items())
     if isinstance(pattern, list):
         for option in pattern:
             if isinstance(option, dict) and "prefix" in option:
                 if isinstance(value, str) and value.startswith(option["prefix"]):
+                    return True
+            elif isinstance(option, dict) and "exists" in option:
+                if (value is not None) == bool(option["exists"]):
                     return True
             elif option == value:
                 return True
@@ -104,7 +113,7 @@ def _pump(mapping: StreamMapping, window_s: float, streams: Any, stream_arn: str
                 response = streams.get_records(ShardIterator=iterators[shard_id])
                 iterators[shard_id] = response["NextShardIterator"]
                 for record in response.get("Records", []):
-                    if mapping.pattern is None or matches(mapping.pattern, _json_record(record)):
+                    if admits(mapping.patterns, _json_record(record)):
                         buffer.append(_json_record(record))
             if buffer and first_at is None:
                 first_at = time.monotonic()
@@ -122,10 +131,12 @@ def _pump(mapping: StreamMapping, window_s: float, streams: Any, stream_arn: str
             print(f"stream {mapping.function} failed: {exc!r}", file=sys.stderr)
 
 
-def read_to_end(streams: Any, stream_arn: str, iterators: dict[str, str], pattern: Any) -> list[dict[str, Any]]:
+def read_to_end(
+    streams: Any, stream_arn: str, iterators: dict[str, str], patterns: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
     """Every record of every shard written since the last call (``iterators`` keeps each shard's place), as Lambda
-    delivers them and passing the mapping's filter ``pattern`` (None: all). For benchmarks that drive the mapping
-    step by step; the server's pump above reads one page per shard per tick instead."""
+    delivers them and passing the mapping's filters ``patterns`` (None: all). For benchmarks that drive the
+    mapping step by step; the server's pump above reads one page per shard per tick instead."""
     out: list[dict[str, Any]] = []
     for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
         shard_id = _start(streams, stream_arn, shard["ShardId"], iterators)
@@ -133,7 +144,7 @@ def read_to_end(streams: Any, stream_arn: str, iterators: dict[str, str], patter
             response = streams.get_records(ShardIterator=iterators[shard_id])
             iterators[shard_id] = response["NextShardIterator"]
             records = [_json_record(r) for r in response.get("Records", [])]
-            out += [r for r in records if pattern is None or matches(pattern, r)]
+            out += [r for r in records if admits(patterns, r)]
             if not records:
                 break
     return out

@@ -1,4 +1,5 @@
-"""Change feed → long-term memory: auto-save new events by the deployment's policy (partial batch failures).
+"""Change feed → long-term memory: auto-save new events by the deployment's policy (partial batch failures);
+and the offloaded payloads of events the retention's TTL removed, deleted.
 
 In AWS the feed is the table's DynamoDB stream; embedded (``make run``), the SQLite outbox hands this handler
 records of the same shape. The session store's adapter reads them (``changes``).
@@ -28,11 +29,16 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # a remote embedder gets the background budget per session, and none runs past the function's timeout: a
     # session it could not save in time is reported as failed and retried from there; a batch holding more users
     # than the function has time for reports those not reached (large batches: the window cuts them)
+    records = event.get("Records", [])
+    # Events the retention's TTL removed: their offloaded payloads (nothing else deletes them). Not a save: runs
+    # with auto-save off too (the mapping is on when either is).
+    expired = [{"itemIdentifier": sequence} for sequence in store.purge_expired(records)]
     with budget.invocation(context, budget.BACKGROUND, reserve_s=budget.scaled_reserve(context, MODEL_RESERVE_S)):
-        return handle_changes(
-            store.changes(event.get("Records", [])),
+        result = handle_changes(
+            store.changes(records),
             wired.memories,
             store.read_events,
             settings().autosave_policy_value(),
             lambda: budget.remaining_s(context),
         )
+    return {"batchItemFailures": result["batchItemFailures"] + expired}

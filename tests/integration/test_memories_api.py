@@ -295,7 +295,7 @@ def test_concurrent_saves_for_one_user_lose_nothing(api: Api) -> None:
 def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
     """Every record of the table's stream in moto that the auto-save mapping's filter passes, as Lambda would
     deliver them (not, e.g., the writes of a session's state item)."""
-    from local.streams import _json_record, matches
+    from local.streams import _json_record, admits
 
     (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
     streams = __import__("agent_memory.aws", fromlist=["client"]).client("dynamodbstreams")
@@ -304,7 +304,7 @@ def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
         iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
         records += [_json_record(r) for r in streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
-    return [r for r in records if mapping.pattern is None or matches(mapping.pattern, r)]
+    return [r for r in records if admits(mapping.patterns, r)]
 
 
 def autosave(records: list[dict[str, Any]]) -> dict[str, Any]:

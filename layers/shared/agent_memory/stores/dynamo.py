@@ -1871,6 +1871,32 @@ class DynamoSessionStore:
                 found.append(Change(key, {}, sequence, unread=f"{type(exc).__name__}: {str(exc)[:200]}"))
         return found
 
+    def purge_expired(self, records: list[dict[str, Any]]) -> list[str]:
+        """Every S3 version of the offloaded payloads of the events DynamoDB's TTL removed (``SessionRetentionDays``):
+        among a batch of the table's stream records, the REMOVEs by the TTL service (``userIdentity``) of event
+        items whose old image names a ``blob``. TTL takes the items and nothing else took their payloads, which
+        outlived the retention. A deletion by a request (a DELETE of the session or of events) removes its payloads
+        itself, and its records carry no such identity. Returns the sequence numbers of the records whose payload
+        could not be deleted now (the batch reports them failed; deleting again is harmless)."""
+        failed: list[str] = []
+        for record in records:
+            change = record.get("dynamodb") or {}
+            identity = record.get("userIdentity") or {}
+            if record.get("eventName") != "REMOVE" or identity != TTL_IDENTITY:
+                continue
+            sk = str(change.get("Keys", {}).get("SK", {}).get("S", ""))
+            blob = (change.get("OldImage") or {}).get("blob", {}).get("S")
+            if not sk.startswith("V#") or not isinstance(blob, str) or not blob:
+                continue
+            try:
+                deleted = self._blobs.delete_prefix(blob)  # botocore's retries; a fault: the feed delivers it again
+            except Exception as exc:
+                logger.warning("an expired event's payload was not deleted; retried", extra={"error": repr(exc)[:200]})
+                failed.append(str(change.get("SequenceNumber", "")))
+                continue
+            logger.info("expired event's payload deleted", extra={"versions": deleted})
+        return failed
+
     @staticmethod
     def _unreadable(
         item: dict[str, Any], reason: str, exc: BaseException, *, payload_missing: bool = False
@@ -2527,6 +2553,10 @@ def _visible_segments(low: int, high: int, hidden: list[SeqRange]) -> list[SeqRa
     if start <= high:
         segments.append((start, high))
     return segments
+
+
+# The stream record's ``userIdentity`` of an item DynamoDB's TTL deleted (a request's deletion carries none).
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
 def _hide_json(ranges: list[SeqRange]) -> str:

@@ -372,6 +372,9 @@ class InMemorySessionStore:
     def changes(self, records: list[dict[str, Any]]) -> list[Change]:
         return changes_from_feed(records)
 
+    def purge_expired(self, records: list[dict[str, Any]]) -> list[str]:
+        return []  # no expiry here
+
 
 class InMemoryBlobStore:
     def __init__(self) -> None:

@@ -344,6 +344,12 @@ class SessionStore(Protocol):
         """New events among a batch of change-feed records (others skipped), in record order."""
         ...
 
+    def purge_expired(self, records: list[dict[str, Any]]) -> list[str]:
+        """Delete what storage holds beside the events the retention's expiry removed among a batch of change-feed
+        records (DynamoDB: their offloaded payloads, which TTL does not take); the sequence numbers of the records
+        whose purge failed, for the feed to deliver again. A store whose expiry takes everything: []."""
+        ...
+
     def put_memo(self, key: SessionKey, memo: dict[str, Any]) -> None:
         """Replace the session's memo (last writer wins); neither its version nor its times move.
         SessionNotFound when the session does not exist; PayloadTooLarge when its item cannot hold it."""

@@ -1039,6 +1039,9 @@ class SqliteSessionStore:
     def changes(self, records: list[dict[str, Any]]) -> list[Change]:
         return changes_from_feed(records)
 
+    def purge_expired(self, records: list[dict[str, Any]]) -> list[str]:
+        return []  # no expiry here (retention is DynamoDB's TTL)
+
 
 # --- forgotten events (memory claims) ---------------------------------------------------------------------------------
 
