@@ -2143,18 +2143,10 @@ class DynamoSessionStore:
         token = uuid.uuid4().hex
         seen = deletion.record
         while True:
-            if seen is not None:
-                # The plan's record (a consistent read a moment ago) stands in for the first read: the update is
-                # conditioned on its counters, so a session that moved since fails it and is read below.
-                item, seen = _item_of(seen), None
-            else:
-                item = budget.call(
-                    self._db.get_item,
-                    TableName=self._table,
-                    Key=self._session_key(key),
-                    ConsistentRead=True,
-                    ProjectionExpression="version, last_seq, dels, hide, inc, deleting, dtok",
-                ).get("Item")
+            # The plan's record (a consistent read a moment ago) stands in for the first read: the update is
+            # conditioned on its counters, so a session that moved since fails it and is read below.
+            item = _item_of(seen) if seen is not None else self._read_session_item(key, budget, _DELETE_PROJECTION)
+            seen = None
             if item is None or "deleting" in item:
                 raise SessionNotFound(key.session_id)
             version = _whole(item, "version")
@@ -2218,6 +2210,17 @@ class DynamoSessionStore:
                 continue
             return DeleteResult(version=version + 1, hidden=tuple(hidden))
 
+    def _read_session_item(self, key: SessionKey, budget: _Budget, projection: str) -> dict[str, Any] | None:
+        """The session item's ``projection`` (a consistent GetItem; None when there is no item)."""
+        item: dict[str, Any] | None = budget.call(
+            self._db.get_item,
+            TableName=self._table,
+            Key=self._session_key(key),
+            ConsistentRead=True,
+            ProjectionExpression=projection,
+        ).get("Item")
+        return item
+
     def purge_deleted(
         self, key: SessionKey, before: Callable[[list[str]], None], hidden: tuple[SeqRange, ...] | None = None
     ) -> int:
@@ -2229,13 +2232,7 @@ class DynamoSessionStore:
         budget = _Budget()
         started = time.monotonic()
         if hidden is None:
-            item = budget.call(
-                self._db.get_item,
-                TableName=self._table,
-                Key=self._session_key(key),
-                ConsistentRead=True,
-                ProjectionExpression="hide",
-            ).get("Item")
+            item = self._read_session_item(key, budget, "hide")
         else:
             item = {"hide": _s(_hide_json(list(hidden)))} if hidden else {}
         ranges = _hidden_ranges(item or {})
@@ -2283,16 +2280,8 @@ class DynamoSessionStore:
         """Take purged ranges out of ``hide`` (those a deletion added meanwhile stay). ``seen``: the session item's
         ``hide`` as the purge started from, tried first (conditional: a ``hide`` changed since is read)."""
         while True:
-            if seen is not None:
-                item, seen = seen, None
-            else:
-                item = budget.call(
-                    self._db.get_item,
-                    TableName=self._table,
-                    Key=self._session_key(key),
-                    ConsistentRead=True,
-                    ProjectionExpression="hide",
-                ).get("Item")
+            item = seen if seen is not None else self._read_session_item(key, budget, "hide")
+            seen = None
             if item is None or "hide" not in item:
                 return
             rest = [r for r in _hidden_ranges(item) if not any(lo <= r[0] and r[1] <= hi for lo, hi in ranges)]
@@ -2554,6 +2543,9 @@ def _visible_segments(low: int, high: int, hidden: list[SeqRange]) -> list[SeqRa
         segments.append((start, high))
     return segments
 
+
+# What ``delete_events`` reads of the session item when it reads it.
+_DELETE_PROJECTION = "version, last_seq, dels, hide, inc, deleting, dtok"
 
 # The stream record's ``userIdentity`` of an item DynamoDB's TTL deleted (a request's deletion carries none).
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}

@@ -285,17 +285,24 @@ class S3MemoryStore:
 
     # --- parts ----------------------------------------------------------------------------------------------
 
+    def _part_bytes(self, key: str) -> bytes | None:
+        """The stored bytes of the part at ``key``; None when it is gone."""
+        try:
+            data: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        except self._s3.exceptions.ClientError as exc:
+            if self._code(exc) in _MISSING:
+                return None
+            raise
+        return data
+
     def _load_part(self, key: str) -> IndexedRecords | None:
         """The part stored at ``key``; None when it is gone."""
         with self._lock:
             part = self._parts.get(key)
         if part is None:
-            try:
-                data = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
-            except self._s3.exceptions.ClientError as exc:
-                if self._code(exc) in _MISSING:
-                    return None
-                raise
+            data = self._part_bytes(key)
+            if data is None:
+                return None
             records, index_bytes = read_part(data)
             part = IndexedRecords(records, self._load_index(index_bytes))
             self._remember(key, part)
@@ -629,13 +636,8 @@ class S3MemoryStore:
             part = self._parts.get(key)
         if part is not None:
             return part.records
-        try:
-            data = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
-        except self._s3.exceptions.ClientError as exc:
-            if self._code(exc) in _MISSING:
-                return None
-            raise
-        return read_part(data)[0]
+        data = self._part_bytes(key)
+        return None if data is None else read_part(data)[0]
 
     def _repair(self, prefix: str, manifest: Manifest, missing: list[str]) -> None:
         """Drop parts that are gone from the manifest so that no reader meets them again (best effort: the
