@@ -145,7 +145,11 @@ class CompactionService:
         record = self._store.get_session_for_compaction(key)
         if record is None:
             raise SessionNotFound(key.session_id)
-        events = self._store.read_events(key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record)))
+        # Read without re-checking the deletion count after the events: the summary's write is conditioned on the
+        # record's count (``deletions`` below), so a deletion racing this read leaves the summary unstored.
+        events = self._store.read_events(
+            key, EventQuery(after_seq=record.summary_end_seq, marks=marks_of(record), unchecked=True)
+        )
         summary_event = next((e for e in events if e.get("id") == record.summary_event_id), None)
         # Only where no event can still land at or below the cut (a seq claimed, its event not written yet). A
         # stale record is safe here: every seq up to its last_seq was claimed no later than its claim time.
@@ -199,7 +203,8 @@ class CompactionService:
         count = min(most, OVERLAP_FIRST_EVENTS * wanted)
         while True:
             earlier = self._store.read_events(
-                key, EventQuery(up_to_seq=record.summary_end_seq, num_recent=count, marks=marks_of(record))
+                key,
+                EventQuery(up_to_seq=record.summary_end_seq, num_recent=count, marks=marks_of(record), unchecked=True),
             )
             if count >= most or len(earlier) < count:
                 return earlier
