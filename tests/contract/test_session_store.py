@@ -674,16 +674,17 @@ def test_the_feed_keeps_what_the_events_hold_exactly(
 def test_feed_records_pass_the_templates_filter_and_others_are_skipped(
     store: SessionStore, feed: Callable[[], list[dict[str, Any]]]
 ) -> None:
-    from local.streams import matches, stream_mappings
+    from local.streams import admits, stream_mappings
     from local.template import load_template
 
     (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
     store.create_session(record(), ScopedDelta())
     store.append_events(KEY, [event("e1", 1001.0)], None)
-    records = [r for r in feed() if matches(mapping.pattern, r)]
+    records = [r for r in feed() if admits(mapping.patterns, r)]
     assert [c.event["id"] for c in store.changes(records)] == ["e1"]
     removed = [dict(r, eventName="REMOVE") for r in records]
     assert store.changes(removed) == []
+    assert store.purge_expired(records + removed) == []  # no expiry among them: nothing to purge, nothing failed
 
 
 # The outbox of the embedded and in-memory stores (DynamoDB's stream is AWS's).
