@@ -129,8 +129,8 @@ class EventQuery:
     (``SessionRecord.deletions``, ``.hidden``; ``marks_of(record)``): a store that keeps deletions apart from the
     events (DynamoDB) then skips its own first read of them. It still checks the count after the events, so a
     deletion committed since the record was read is never half-seen, unless ``unchecked``: the caller's write is
-    conditioned on the count it read (a deletion's plan, ``Deletion.based_on_deletions``), so a deletion racing
-    the read fails that write instead, and the plan is made again.
+    conditioned on the count it read (a deletion's plan, ``Deletion.based_on_deletions``; a compaction's summary,
+    ``append_compaction``'s ``deletions``), so a deletion racing the read fails that write instead.
     """
 
     num_recent: int | None = None
