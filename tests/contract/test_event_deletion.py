@@ -206,3 +206,34 @@ def test_marks_from_the_record_save_the_read_before_the_events(aws: dict[str, An
     counter.reset()
     dynamo.read_events(KEY, EventQuery(num_recent=3))
     assert counter.count("dynamodb", "Query") == 3
+
+
+def planned_on(store: SessionStore, *ranges: tuple[int, int]) -> Deletion:  # noqa: F811
+    """A deletion that hands the store the record it was planned on (as the service does)."""
+    got = store.get_session(KEY)
+    assert got is not None
+    return Deletion(tuple(ranges), got.last_seq, got.deletions, None, 0, record=got)
+
+
+def test_a_deletion_whose_record_moved_is_refused_or_decided_on_the_session_as_it_is(
+    store: SessionStore,  # noqa: F811
+) -> None:
+    """The record stands in for the store's own read only as a condition: a session that moved since fails it and
+    is read again (an append: refused, to be planned again); a record whose hidden ranges a purge has emptied
+    since still commits, and the purge it hands its ranges to leaves nothing hidden."""
+    ten(store)
+    stale = planned_on(store, (1, 1))
+    store.append_events(KEY, [event("e11", 1011.0)], None)
+    with pytest.raises(DeletionRaced):
+        store.delete_events(KEY, stale, None)
+    store.delete_events(KEY, planned_on(store, (2, 2)), None)
+    purged_since = planned_on(store, (5, 5))  # its record still shows (2, 2) hidden
+    assert store.purge_deleted(KEY, lambda ids: None) == 1
+    result = store.delete_events(KEY, purged_since, None)
+    handed: list[str] = []
+    store.purge_deleted(KEY, handed.extend, hidden=result.hidden)
+    assert handed == ["e5"]
+    after = store.get_session(KEY)
+    assert after is not None and after.hidden == () and after.version == result.version
+    assert ids_of(store, EventQuery()) == [f"e{i}" for i in (1, 3, 4, 6, 7, 8, 9, 10, 11)]
+    assert store.purge_deleted(KEY, lambda ids: None) == 0  # nothing left to finish
