@@ -11,7 +11,7 @@ from agent_memory import budget, coldgc
 from agent_memory.api import logger
 from agent_memory.composition import services
 from agent_memory.config import settings
-from agent_memory.service.autosave import SAVE_RESERVE_S, handle_changes
+from agent_memory.service.autosave import SAVE_RESERVE_S, handle_feed
 
 # Model calls (a remote embedder, facts by a model) end this long before the timeout, so that the save they are
 # part of still has the time for its writes (``SAVE_RESERVE_S`` is what a save is started with at the least);
@@ -25,20 +25,14 @@ settings()  # start-up check of the configuration (an unparsable AUTOSAVE_POLICY
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     coldgc.resume()  # the import ran without garbage collection (coldgc.py); a background job's work collects
     wired = services()
-    store = wired.session_store
     # a remote embedder gets the background budget per session, and none runs past the function's timeout: a
     # session it could not save in time is reported as failed and retried from there; a batch holding more users
     # than the function has time for reports those not reached (large batches: the window cuts them)
-    records = event.get("Records", [])
-    # Events the retention's TTL removed: their offloaded payloads (nothing else deletes them). Not a save: runs
-    # with auto-save off too (the mapping is on when either is).
-    expired = [{"itemIdentifier": sequence} for sequence in store.purge_expired(records)]
     with budget.invocation(context, budget.BACKGROUND, reserve_s=budget.scaled_reserve(context, MODEL_RESERVE_S)):
-        result = handle_changes(
-            store.changes(records),
+        return handle_feed(
+            event.get("Records", []),
+            wired.session_store,
             wired.memories,
-            store.read_events,
             settings().autosave_policy_value(),
             lambda: budget.remaining_s(context),
         )
-    return {"batchItemFailures": result["batchItemFailures"] + expired}

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent_memory.search.index import Doc, SearchIndex
-from agent_memory.service.autosave import handle_changes
+from agent_memory.service.autosave import handle_changes, handle_feed
 from agent_memory.service.memories import MemoryService
-from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
+from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import Change, EventQuery, MemoryRecord, SessionKey
 
 
@@ -148,3 +148,28 @@ def test_a_short_invocation_keeps_a_share_of_its_time_not_the_whole_reserve() ->
     batch = many_users(users=3, turns=2)
     assert handle_changes(batch, service(memories), no_history, "default", lambda: 29.0) == {"batchItemFailures": []}
     assert sorted(memories.adds) == ["u0", "u1", "u2"]
+
+
+class ExpiringSessions(InMemorySessionStore):
+    """The in-memory store, with an expiry whose purge fails for the records named in ``failing``."""
+
+    def __init__(self, failing: list[str]) -> None:
+        super().__init__()
+        self.failing = failing
+        self.purged: list[list[dict[str, Any]]] = []
+
+    def purge_expired(self, records: list[dict[str, Any]]) -> list[str]:
+        self.purged.append(records)
+        return self.failing
+
+
+def test_a_feed_batch_purges_what_expired_and_reports_its_failures_beside_the_saves() -> None:
+    records = [{"eventName": "REMOVE", "dynamodb": {"SequenceNumber": "7"}}]
+    for policy in ("default", "off"):  # the expired payloads go with auto-save off too
+        sessions = ExpiringSessions(failing=["7"])
+        result = handle_feed(records, sessions, service(CountingMemories()), policy)
+        assert result == {"batchItemFailures": [{"itemIdentifier": "7"}]}
+        assert sessions.purged == [records]
+    assert handle_feed(records, ExpiringSessions([]), service(CountingMemories()), "default") == {
+        "batchItemFailures": []
+    }

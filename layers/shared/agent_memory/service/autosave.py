@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import QuotaExceeded
 from ..policy.autosave import MemoryPolicy, apply_policy, memory_text, parse_policy
 from ..policy.messages import is_compaction
-from ..stores.ports import Change, EventQuery, SessionKey
+from ..stores.ports import Change, EventQuery, SessionKey, SessionStore
 from .memories import CONTEXT_TURNS, MemoryService
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,21 @@ LOOKBACK_EVENTS = 50
 # given less time than the function's 300 s (a local emulation's context) keeps a fifth of what it started with.
 SAVE_RESERVE_S = 60.0
 SAVE_RESERVE_SHARE = 0.2
+
+
+def handle_feed(
+    records: list[dict[str, Any]],
+    store: SessionStore,
+    service: MemoryService,
+    policy_value: str | dict[str, Any],
+    time_left_s: Callable[[], float | None] | None = None,
+) -> dict[str, list[dict[str, str]]]:
+    """A change-feed batch: the offloaded payloads of the events the retention's expiry removed are deleted
+    (``purge_expired``; nothing else deletes them, so this runs with auto-save off too), the new events saved
+    (``handle_changes``); the Lambda partial-batch response of both."""
+    expired = [{"itemIdentifier": sequence} for sequence in store.purge_expired(records)]
+    saved = handle_changes(store.changes(records), service, store.read_events, policy_value, time_left_s)
+    return {"batchItemFailures": saved["batchItemFailures"] + expired}
 
 
 def handle_changes(
