@@ -60,9 +60,11 @@ def weekday_date(ts: float) -> str:  # "Monday 8 May 2023"
     return f"{d:%A} {d.day} {d:%B} {d.year}"
 
 
-# name -> (date text of a timestamp, date first?, joiner)
+# name -> (date text of a timestamp, date first?, joiner); "service" also ends with the turn's reply (the next
+# turn, by the other speaker) as the service writes it since issue 13's reply context; the others do not
 FORMATS: dict[str, tuple[Callable[[float], str], bool, str]] = {
     "service": (service_date, False, " "),
+    "service, no reply (before the reply context)": (service_date, False, " "),
     "service, date first": (service_date, True, " "),
     "service, newline-joined": (service_date, False, "\n"),
     "locomo date, first (bench.locomo's documents)": (locomo_date, True, "\n"),
@@ -100,11 +102,14 @@ def memories(conversation: Conversation, fmt: str) -> tuple[list[Doc], list[str]
         turns = [t for t in conversation.turns if t.session == s]
         start = session_time(turns[0].date) if turns[0].date else 0.0
         history: list[str] = []
+        said = [f"{t.speaker}: {t.text}" + (f" [image: {t.caption}]" if t.caption else "") for t in turns]
         for i, t in enumerate(turns):
             ts = start + i
-            memory = f"{t.speaker}: {t.text}" + (f" [image: {t.caption}]" if t.caption else "")
+            memory = said[i]
             date = date_of(ts)
             parts = ([date] if first else []) + history + ([] if first else [date])
+            if fmt == "service" and i + 1 < len(turns) and turns[i + 1].speaker != t.speaker:
+                parts.append(said[i + 1])  # the reply (service.memories: after the date)
             context = join.join(p for p in parts if p)
             docs.append(Doc(t.dia_id, memory, context, t.speaker, ts))
             names.append(t.dia_id)

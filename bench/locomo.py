@@ -184,20 +184,23 @@ def evaluate(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def context_of(turns: Sequence[Turn], i: int, previous: int = 2, date: bool = True) -> str:
-    """The context of turn ``i``: its session date and the ``previous`` turns before it in the same session."""
+def context_of(turns: Sequence[Turn], i: int, previous: int = 2, date: bool = True, reply: bool = False) -> str:
+    """The context of turn ``i``: its session date and the ``previous`` turns before it in the same session, and
+    with ``reply`` the turn after it when the other speaker said it (the service's reply context)."""
     turn = turns[i]
     before = [t.memory for t in turns[max(0, i - previous) : i] if t.session == turn.session]
-    return "\n".join(([turn.date] if date and turn.date else []) + before)
+    after = turns[i + 1 : i + 2] if reply else []
+    answer = [t.memory for t in after if t.session == turn.session and t.speaker != turn.speaker]
+    return "\n".join(([turn.date] if date and turn.date else []) + before + answer)
 
 
-def documents(conversation: Conversation, previous: int = 0, date: bool = False) -> list[Doc]:
+def documents(conversation: Conversation, previous: int = 0, date: bool = False, reply: bool = False) -> list[Doc]:
     turns = conversation.turns
     return [
         Doc(
             t.dia_id,
             t.memory,
-            context_of(turns, i, previous, date),
+            context_of(turns, i, previous, date, reply),
             t.speaker,
             session_time(t.date) if t.date else None,
         )
@@ -246,6 +249,7 @@ class Variant:
     previous: int = 0  # context turns
     date: bool = False  # session date in the context
     tokenizer: Callable[[str], list[str]] | None = None  # ablations: replaces agent_memory.search.lexical.tokenize
+    reply: bool = False  # the next turn, when the other speaker said it, at the context's end
 
 
 @contextlib.contextmanager
@@ -266,7 +270,9 @@ def index_search_fn(conversations: Sequence[Conversation], variant: Variant, emb
     """A search_fn over one SearchIndex per conversation."""
     use = embedder if variant.config.mode != "lexical" else None
     with _tokenizer(variant.tokenizer):
-        indexes = [SearchIndex.build(documents(c, variant.previous, variant.date), use) for c in conversations]
+        indexes = [
+            SearchIndex.build(documents(c, variant.previous, variant.date, variant.reply), use) for c in conversations
+        ]
 
     def search(c: int, question: str, k: int) -> list[str]:
         with _tokenizer(variant.tokenizer):
@@ -333,7 +339,8 @@ def variants() -> list[Variant]:
             CONTEXT,
             True,
         ),
-        Variant("+ learned rerank below the top 5 (the service's)", SERVICE, CONTEXT, True),
+        Variant("+ learned rerank below the top 5 (the service's before the reply)", SERVICE, CONTEXT, True),
+        Variant("+ the reply in the context (the service's)", SERVICE, CONTEXT, True, reply=True),
     ]
 
 

@@ -226,6 +226,24 @@ def test_a_forgotten_turn_never_comes_back_as_a_later_memorys_context(
     assert all("hunter2" not in h["content"]["parts"][0]["text"] for h in search(api, "hunter2 password"))
 
 
+def test_a_forgotten_reply_leaves_the_context_of_the_turn_it_answered(api: Api, aws: dict[str, Any]) -> None:
+    """A turn's retrieval context ends with its reply (the next turn, by another author); forgetting the reply
+    takes its text out of that context too, in every stored object, and out of search."""
+    api.create(session_id="s1")
+    api.append("s1", text_event("Where should I keep the spare key?", id="e1"))
+    api.append("s1", text_event("under the blue flowerpot by the door", author="Ben", id="e2"))
+    assert save(api, {"session_id": "s1", "policy": "all"}).body["saved"] == 2
+    hits = {h["content"]["parts"][0]["text"]: h["id"] for h in search(api, "spare key flowerpot")}
+    assert set(hits) == {"Where should I keep the spare key?", "under the blue flowerpot by the door"}
+    assert b"flowerpot" in bucket_bytes(aws)
+    assert api.request("DELETE", f"{BASE}/{hits['under the blue flowerpot by the door']}").status == 204
+    assert b"flowerpot" not in bucket_bytes(aws)  # neither the memory nor the question's context quoting it
+    assert [h["content"]["parts"][0]["text"] for h in search(api, "spare key")] == [
+        "Where should I keep the spare key?"
+    ]
+    assert search(api, "blue flowerpot") == []
+
+
 def test_inline_data_is_never_stored(api: Api, aws: dict[str, Any]) -> None:
     api.create(session_id="s1")
     payload = base64.b64encode(b"\x89PNG" + b"x" * 300).decode()

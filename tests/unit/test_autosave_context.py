@@ -20,14 +20,15 @@ KEY = SessionKey("app", "alice", "s1")
 
 
 def turns(roles: list[str]) -> list[dict[str, Any]]:
-    """One event per role: ``user`` turns by Ana, ``model`` turns by an agent, ``tool`` a function call."""
+    """One event per role: ``user`` turns by Ana, ``other`` turns by Ben (another person), ``model`` turns by an
+    agent, ``tool`` a function call."""
     events = []
     for i, role in enumerate(roles):
         parts: list[dict[str, Any]] = [{"text": f"turn {i} word{i}"}]
         if role == "tool":
             parts = [{"function_call": {"name": "lookup", "args": {"i": i}}}]
-        author = "Ana" if role == "user" else "agent"
-        content = {"role": "user" if role == "user" else "model", "parts": parts}
+        author = {"user": "Ana", "other": "Ben"}.get(role, "agent")
+        content = {"role": "user" if role in ("user", "other") else "model", "parts": parts}
         events.append({"id": f"e{i}", "author": author, "timestamp": 1_700_000_000.0 + i, "content": content})
     return events
 
@@ -74,6 +75,25 @@ def test_every_batch_boundary_keeps_the_context_of_an_explicit_save(roles: list[
     assert {i: (r.text, r.author, r.timestamp, r.context) for i, r in got.items()} == {
         i: (r.text, r.author, r.timestamp, r.context) for i, r in expected.items()
     }
+
+
+@pytest.mark.parametrize("batch", [1, 3, 10])
+def test_a_reply_is_in_the_context_when_the_same_batch_holds_it(batch: int) -> None:
+    """Two people taking turns: each memory's context ends with its reply (the other's next turn) in an explicit
+    save of the session; auto-save gives every memory the same turns before it, and its reply when the batch
+    holds the reply too; the last turn of a batch has none (a stored memory is never rewritten)."""
+    events = turns(["user", "other"] * 6)
+    expected = explicit(events)
+    got = auto_saved(events, batch)
+    assert set(got) == set(expected)
+    by_event = {r.event_id: r for r in expected.values()}
+    for i, event in enumerate(events):
+        record = next(r for r in got.values() if r.event_id == event["id"])
+        reply = f" {events[i + 1]['author']}: turn {i + 1} word{i + 1}" if i + 1 < len(events) else ""
+        whole = by_event[event["id"]].context
+        assert whole.endswith(reply)  # the explicit save's context ends with the reply
+        in_batch = (i + 1) // batch == i // batch
+        assert record.context == (whole if in_batch else whole.removesuffix(reply))
 
 
 def test_the_context_read_costs_one_read_unless_dropped_events_hide_the_turns() -> None:

@@ -8,13 +8,14 @@ import pytest
 from pydantic import TypeAdapter
 
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
+from agent_memory.policy.autosave import parse_policy
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.providers.facts import ExtractiveFactExtractor
 from agent_memory.requests import MemoryText, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
-from agent_memory.stores.ports import MemoryRecord, NewEvent, SessionKey, SessionRecord
+from agent_memory.stores.ports import EventQuery, MemoryRecord, NewEvent, SessionKey, SessionRecord
 from tests.unit.edge import through_edge
 
 KEY = SessionKey("app", "alice", "s1")
@@ -89,6 +90,57 @@ def test_default_policy_keeps_user_text_and_never_stores_filtered_text_as_contex
     tea = records[event_memory_id("s1", "e3")]
     assert "Porto" in tea.context and "SECRET" not in tea.context
     assert tea.session_id == "s1" and tea.event_id == "e3" and tea.author == "user"
+
+
+def said(i: int, author: str, text: str) -> dict[str, Any]:
+    """A person's turn (content role ``user``) by ``author``."""
+    content = {"role": "user", "parts": [{"text": text}]}
+    return {"id": f"e{i}", "author": author, "timestamp": 1000.0 + i, "content": content}
+
+
+def test_a_memorys_context_is_the_turns_before_it_its_date_and_the_reply_of_another_author(parts: Any) -> None:
+    service, sessions, memories = parts
+    seed(
+        sessions,
+        [
+            said(1, "Ana", "We adopted a puppy"),
+            said(2, "Ben", "What breed is it?"),
+            said(3, "Ana", "A corgi"),
+            said(4, "Ana", "He loves the beach"),
+            said(5, "Ben", "Take him to Porto"),
+        ],
+    )
+    assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 5, "skipped": 0}
+    context = {r.event_id: r.context for r in memories.view("app", "alice").records.values()}
+    day = "Thursday 01 January 1970"
+    assert context == {
+        "e1": f"{day} Ben: What breed is it?",  # the reply: after the date
+        "e2": f"Ana: We adopted a puppy {day} Ana: A corgi",
+        "e3": f"Ana: We adopted a puppy Ben: What breed is it? {day}",  # its own author's next turn is no reply
+        "e4": f"Ben: What breed is it? Ana: A corgi {day} Ben: Take him to Porto",
+        "e5": f"Ana: A corgi Ana: He loves the beach {day}",  # the last turn: nothing after it
+    }
+
+
+def test_a_turn_the_policy_drops_is_never_a_reply(parts: Any) -> None:
+    service, sessions, memories = parts
+    seed(sessions, [event(1, "user", "I live in Porto"), event(2, "planner", "SECRET plan"), event(3, "Ben", "Nice")])
+    # default: the people's turns only; the planner's is dropped, and the agent "Ben" (role model) too
+    assert save(service, "app", "alice", {"session_id": "s1"}) == {"saved": 1, "skipped": 2}
+    (porto,) = memories.view("app", "alice").records.values()
+    assert porto.context == "Thursday 01 January 1970"
+
+
+def test_a_forgotten_reply_is_never_stored_as_context(parts: Any) -> None:
+    """The reply's memory forgotten before the turn it answered is saved: the turn's context leaves it out."""
+    service, sessions, memories = parts
+    seed(sessions, [said(1, "Ana", "Where is the key?"), said(2, "Ben", "under the flowerpot")])
+    events = sessions.read_events(KEY, EventQuery())
+    assert service.save_events(KEY, events[1:], parse_policy("all"), previous=events[:1]) == {"saved": 1, "skipped": 0}
+    service.forget("app", "alice", event_memory_id("s1", "e2"))
+    assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 1, "skipped": 1}
+    (key,) = memories.view("app", "alice").records.values()
+    assert key.event_id == "e1" and key.context == "Thursday 01 January 1970"
 
 
 def test_compaction_events_are_never_saved(parts: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import math
 import re
@@ -43,6 +44,9 @@ DEFAULT_TOP_K = 5
 EXPLICIT_EVENTS_POLICY: dict[str, Any] = {"preset": "all", "include_thought": False, "include_empty_text": False}
 NO_SESSION = ""  # the id scope of explicit events sent without a session
 CONTEXT_TURNS = 2  # turns before a memory, in its session, indexed with it (contextual retrieval)
+# Where a memory's retrieval context came from: the memories of the turns before it, and of its reply (the turn just
+# after it, said by another author, when the same save holds it), as (memory id, "author: text") fragments.
+Sources = dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]]
 
 
 def event_memory_id(session_id: str, event_id: str) -> str:
@@ -90,6 +94,12 @@ def _iso(ts: float) -> str:
 def _date_text(ts: float) -> str:
     safe = _finite_timestamp(ts)
     return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
+
+
+def _context_text(before: list[str], ts: float, after: list[str]) -> str:
+    """A memory's retrieval context: the turns before it, its date, then its reply (``"Caroline: … Melanie: …
+    Monday 08 May 2023 Melanie: …"``)."""
+    return " ".join(part for part in [*before, _date_text(ts), *after] if part)
 
 
 # Facts of texts extracted on read, by a digest of the text (not the text: a long text is not kept alive by it).
@@ -251,7 +261,7 @@ class MemoryService:
         from ..policy.messages import is_compaction
 
         records: list[MemoryRecord] = []
-        sources: dict[str, list[tuple[str, str]]] = {}
+        sources: Sources = {}
         candidates = 0
         for key, events, previous in sessions:
             if (key.app_name, key.user_id) != (app_name, user_id):
@@ -267,7 +277,7 @@ class MemoryService:
         events: list[dict[str, Any]],
         policy: MemoryPolicy,
         previous: list[dict[str, Any]],
-        sources: dict[str, list[tuple[str, str]]],
+        sources: Sources,
     ) -> list[MemoryRecord]:
         """The memory records of a session's ``events`` by ``policy``; ``sources`` gets, for each, the turns its
         context was built from."""
@@ -285,6 +295,7 @@ class MemoryService:
                 author = str(event.get("author") or normalise_role(event))
                 fragment = (event_memory_id(key.session_id, str(event["id"])), f"{author}: {text}")
                 history = [*history, fragment][-CONTEXT_TURNS:]
+        said: list[MemoryRecord] = []  # the records with text, in order: each one's reply is the next one's
         for event in events:
             if is_compaction(event):
                 continue
@@ -307,17 +318,28 @@ class MemoryService:
                 session_id=key.session_id,
                 event_id=str(event["id"]),
                 custom_metadata=event.get("custom_metadata"),
-                context=" ".join([*(f for _, f in history), _date_text(ts)]),
             )
             records.append(record)
-            sources[record.id] = list(history)
+            sources[record.id] = (list(history), [])
             if text:
                 history = [*history, (record.id, f"{author}: {text}")][-CONTEXT_TURNS:]
+                said.append(record)
+        # A memory's reply, the next turn kept with text, when another author said it (what the other side of a
+        # conversation answered tells what a turn was about: "Are they yours at the festival?"); a same author's
+        # next turn is a statement of its own. Only within this save: auto-save's last turn of a session in a
+        # batch has none (its reply is in a later batch, and a stored memory is never rewritten).
+        for turn, reply in itertools.pairwise(said):
+            if reply.author != turn.author:
+                sources[turn.id][1].append((reply.id, f"{reply.author}: {reply.text}"))
+        for i, record in enumerate(records):
+            before, after = sources[record.id]
+            context = _context_text([f for _, f in before], record.timestamp, [f for _, f in after])
+            records[i] = MemoryRecord(**{**record.to_json(), "context": context})
         return records
 
     @staticmethod
     def _context_of_stored_turns(
-        held: Mapping[str, MemoryRecord], fresh: list[MemoryRecord], sources: dict[str, list[tuple[str, str]]]
+        held: Mapping[str, MemoryRecord], fresh: list[MemoryRecord], sources: Sources
     ) -> list[MemoryRecord]:
         """``fresh`` records with a context built only from turns whose memory is stored (``held``), or stored
         now.
@@ -329,8 +351,13 @@ class MemoryService:
         allowed = set(held) | {r.id for r in fresh}
         out: list[MemoryRecord] = []
         for record in fresh:
-            kept = [fragment for memory_id, fragment in sources.get(record.id, []) if memory_id in allowed]
-            out.append(MemoryRecord(**{**record.to_json(), "context": " ".join([*kept, _date_text(record.timestamp)])}))
+            before, after = sources.get(record.id, ([], []))
+            context = _context_text(
+                [fragment for memory_id, fragment in before if memory_id in allowed],
+                record.timestamp,
+                [fragment for memory_id, fragment in after if memory_id in allowed],
+            )
+            out.append(MemoryRecord(**{**record.to_json(), "context": context}))
         return out
 
     def add_texts(self, *, app_name: str, user_id: str, memories: Sequence[MemoryText]) -> dict[str, int]:
@@ -362,7 +389,7 @@ class MemoryService:
         app_name: str,
         user_id: str,
         records: list[MemoryRecord],
-        sources: dict[str, list[tuple[str, str]]] | None = None,
+        sources: Sources | None = None,
     ) -> int:
         """Store each record exactly once, whatever fault an earlier attempt met: the store writes only records
         whose (deterministic) ids its view does not hold. Which records are new, which events are forgotten,
@@ -382,7 +409,7 @@ class MemoryService:
         app_name: str,
         user_id: str,
         records: list[MemoryRecord],
-        sources: dict[str, list[tuple[str, str]]] | None,
+        sources: Sources | None,
     ) -> Callable[[Mapping[str, MemoryRecord]], list[MemoryRecord]]:
         """The last step of storing ``records``, run by the store off the view its write is made over (again
         when a race makes it redo the write): the records the view does not hold and whose event is not
@@ -392,7 +419,7 @@ class MemoryService:
         Forgotten events are read here, after the view: a forget marks an event before its merge drops the
         record, so a mark this read misses belongs to a forget whose merge comes after the view, and the write,
         conditional on that view, loses to it and is redone (docs/design.md, "Forgotten events")."""
-        with_context = bool(sources and any(sources.values()))
+        with_context = bool(sources and any(before or after for before, after in sources.values()))
         with_facts: dict[str, MemoryRecord] = {}  # by id: extracted once per save, whatever the redone writes
 
         def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
