@@ -60,8 +60,9 @@ def weekday_date(ts: float) -> str:  # "Monday 8 May 2023"
     return f"{d:%A} {d.day} {d:%B} {d.year}"
 
 
-# name -> (date text of a timestamp, date first?, joiner); "service" also ends with the turn's reply (the next
-# turn, by the other speaker) as the service writes it since issue 13's reply context; the others do not
+# name -> (date text of a timestamp, date first?, joiner); "service" also has the turn's reply (the next turn, by
+# the other speaker: ``Doc.reply``, embedded after the context) as the service stores it since issue 13's reply
+# context; the others have none
 FORMATS: dict[str, tuple[Callable[[float], str], bool, str]] = {
     "service": (service_date, False, " "),
     "service, no reply (before the reply context)": (service_date, False, " "),
@@ -86,7 +87,7 @@ _EMBEDDING_TEXT = im._embedding_text
 
 def _embedding_text(doc: Doc) -> str:
     context = DENSE_CONTEXT.get(doc.id)
-    return _EMBEDDING_TEXT(doc if context is None else Doc(doc.id, doc.text, context, doc.author, doc.timestamp))
+    return _EMBEDDING_TEXT(doc if context is None else replace(doc, context=context))
 
 
 im._embedding_text = _embedding_text
@@ -108,10 +109,9 @@ def memories(conversation: Conversation, fmt: str) -> tuple[list[Doc], list[str]
             memory = said[i]
             date = date_of(ts)
             parts = ([date] if first else []) + history + ([] if first else [date])
-            if fmt == "service" and i + 1 < len(turns) and turns[i + 1].speaker != t.speaker:
-                parts.append(said[i + 1])  # the reply (service.memories: after the date)
+            reply = fmt == "service" and i + 1 < len(turns) and turns[i + 1].speaker != t.speaker
             context = join.join(p for p in parts if p)
-            docs.append(Doc(t.dia_id, memory, context, t.speaker, ts))
+            docs.append(Doc(t.dia_id, memory, context, t.speaker, ts, said[i + 1] if reply else ""))
             names.append(t.dia_id)
             history = [*history, memory][-PREVIOUS:]
     return docs, names

@@ -184,14 +184,17 @@ def evaluate(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def context_of(turns: Sequence[Turn], i: int, previous: int = 2, date: bool = True, reply: bool = False) -> str:
-    """The context of turn ``i``: its session date and the ``previous`` turns before it in the same session, and
-    with ``reply`` the turn after it when the other speaker said it (the service's reply context)."""
+def context_of(turns: Sequence[Turn], i: int, previous: int = 2, date: bool = True) -> str:
+    """The context of turn ``i``: its session date and the ``previous`` turns before it in the same session."""
     turn = turns[i]
     before = [t.memory for t in turns[max(0, i - previous) : i] if t.session == turn.session]
-    after = turns[i + 1 : i + 2] if reply else []
-    answer = [t.memory for t in after if t.session == turn.session and t.speaker != turn.speaker]
-    return "\n".join(([turn.date] if date and turn.date else []) + before + answer)
+    return "\n".join(([turn.date] if date and turn.date else []) + before)
+
+
+def reply_of(turns: Sequence[Turn], i: int) -> str:
+    """The turn after turn ``i`` in its session when the other speaker said it (the service's ``Doc.reply``)."""
+    turn, after = turns[i], turns[i + 1 : i + 2]
+    return next((t.memory for t in after if t.session == turn.session and t.speaker != turn.speaker), "")
 
 
 def documents(conversation: Conversation, previous: int = 0, date: bool = False, reply: bool = False) -> list[Doc]:
@@ -200,9 +203,10 @@ def documents(conversation: Conversation, previous: int = 0, date: bool = False,
         Doc(
             t.dia_id,
             t.memory,
-            context_of(turns, i, previous, date, reply),
+            context_of(turns, i, previous, date),
             t.speaker,
             session_time(t.date) if t.date else None,
+            reply_of(turns, i) if reply else "",
         )
         for i, t in enumerate(turns)
     ]
@@ -249,7 +253,7 @@ class Variant:
     previous: int = 0  # context turns
     date: bool = False  # session date in the context
     tokenizer: Callable[[str], list[str]] | None = None  # ablations: replaces agent_memory.search.lexical.tokenize
-    reply: bool = False  # the next turn, when the other speaker said it, at the context's end
+    reply: bool = False  # the next turn, when the other speaker said it, in the embedded text (``Doc.reply``)
 
 
 @contextlib.contextmanager
@@ -340,7 +344,7 @@ def variants() -> list[Variant]:
             True,
         ),
         Variant("+ learned rerank below the top 5 (the service's before the reply)", SERVICE, CONTEXT, True),
-        Variant("+ the reply in the context (the service's)", SERVICE, CONTEXT, True, reply=True),
+        Variant("+ the reply in the vector (the service's)", SERVICE, CONTEXT, True, reply=True),
     ]
 
 

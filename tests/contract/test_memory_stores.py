@@ -403,6 +403,33 @@ def file_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
+def test_a_reply_is_stored_with_its_record(memories: MemoryStore) -> None:
+    answered = MemoryRecord(id="m1", text="where is the key?", author="Ana", timestamp=1.0, reply="Ben: in the shed")
+    memories.add("app", "alice", [answered, record(2, "likes tea")])
+    records = memories.view("app", "alice").records
+    assert records["m1"].reply == "Ben: in the shed" and records["m2"].reply == ""
+    assert "reply" not in records["m2"].to_json()  # a record without one keeps the stored form it had before
+
+
+@pytest.mark.parametrize("kind", ["s3", "s3-parts", "sqlite"])
+def test_forgetting_a_reply_scrubs_it_from_the_record_it_answered(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if kind == "sqlite":
+        store: MemoryStore = sqlite_store(tmp_path / "memory.db")
+    else:
+        aws: dict[str, Any] = request.getfixturevalue("aws")
+        inline = {"inline_max_bytes": 0} if kind == "s3-parts" else {}
+        store = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine, **inline)
+    question = MemoryRecord(id="m1", text="what is your PIN?", author="Ana", timestamp=1.0, reply="Ben: quokka4412")
+    answer = MemoryRecord(id="m2", text="quokka4412", author="Ben", timestamp=2.0, context="Ana: what is your PIN?")
+    store.add("app", "alice", [question, answer, record(3, "likes tea")])
+    store.forget("app", "alice", ["m2"])
+    records = store.view("app", "alice").records
+    assert set(records) == {"m1", "m3"} and records["m1"].reply == "" and records["m1"].context == ""
+    assert all("quokka4412" not in json.dumps(r.to_json()) for r in records.values())
+
+
 def test_the_sqlite_store_scrubs_forgotten_text_from_context_index_and_file(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     store = sqlite_store(path)

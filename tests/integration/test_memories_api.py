@@ -227,8 +227,8 @@ def test_a_forgotten_turn_never_comes_back_as_a_later_memorys_context(
 
 
 def test_a_forgotten_reply_leaves_the_context_of_the_turn_it_answered(api: Api, aws: dict[str, Any]) -> None:
-    """A turn's retrieval context ends with its reply (the next turn, by another author); forgetting the reply
-    takes its text out of that context too, in every stored object, and out of search."""
+    """A turn is stored with its reply (the next turn, by another author) for its vector; forgetting the reply
+    takes its text out of that record too, in every stored object, and out of search."""
     api.create(session_id="s1")
     api.append("s1", text_event("Where should I keep the spare key?", id="e1"))
     api.append("s1", text_event("under the blue flowerpot by the door", author="Ben", id="e2"))

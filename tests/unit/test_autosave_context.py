@@ -78,22 +78,20 @@ def test_every_batch_boundary_keeps_the_context_of_an_explicit_save(roles: list[
 
 
 @pytest.mark.parametrize("batch", [1, 3, 10])
-def test_a_reply_is_in_the_context_when_the_same_batch_holds_it(batch: int) -> None:
-    """Two people taking turns: each memory's context ends with its reply (the other's next turn) in an explicit
-    save of the session; auto-save gives every memory the same turns before it, and its reply when the batch
-    holds the reply too; the last turn of a batch has none (a stored memory is never rewritten)."""
+def test_a_reply_is_saved_with_its_turn_when_the_same_batch_holds_it(batch: int) -> None:
+    """Two people taking turns: each memory's reply is the other's next turn in an explicit save of the session;
+    auto-save gives every memory the same context, and its reply when the batch holds the reply too; the last
+    turn of a batch has none (a stored memory is never rewritten)."""
     events = turns(["user", "other"] * 6)
-    expected = explicit(events)
-    got = auto_saved(events, batch)
-    assert set(got) == set(expected)
-    by_event = {r.event_id: r for r in expected.values()}
+    expected = {r.event_id: r for r in explicit(events).values()}
+    got = {r.event_id: r for r in auto_saved(events, batch).values()}
+    assert set(got) == set(expected) == {e["id"] for e in events}
     for i, event in enumerate(events):
-        record = next(r for r in got.values() if r.event_id == event["id"])
-        reply = f" {events[i + 1]['author']}: turn {i + 1} word{i + 1}" if i + 1 < len(events) else ""
-        whole = by_event[event["id"]].context
-        assert whole.endswith(reply)  # the explicit save's context ends with the reply
+        reply = f"{events[i + 1]['author']}: turn {i + 1} word{i + 1}" if i + 1 < len(events) else ""
+        assert expected[event["id"]].reply == reply
         in_batch = (i + 1) // batch == i // batch
-        assert record.context == (whole if in_batch else whole.removesuffix(reply))
+        assert got[event["id"]].reply == (reply if in_batch else "")
+        assert got[event["id"]].context == expected[event["id"]].context
 
 
 def test_the_context_read_costs_one_read_unless_dropped_events_hide_the_turns() -> None:

@@ -98,7 +98,9 @@ def said(i: int, author: str, text: str) -> dict[str, Any]:
     return {"id": f"e{i}", "author": author, "timestamp": 1000.0 + i, "content": content}
 
 
-def test_a_memorys_context_is_the_turns_before_it_its_date_and_the_reply_of_another_author(parts: Any) -> None:
+def test_a_memorys_context_is_the_turns_before_it_and_its_date_and_its_reply_another_authors_next_turn(
+    parts: Any,
+) -> None:
     service, sessions, memories = parts
     seed(
         sessions,
@@ -111,14 +113,14 @@ def test_a_memorys_context_is_the_turns_before_it_its_date_and_the_reply_of_anot
         ],
     )
     assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 5, "skipped": 0}
-    context = {r.event_id: r.context for r in memories.view("app", "alice").records.values()}
+    got = {r.event_id: (r.context, r.reply) for r in memories.view("app", "alice").records.values()}
     day = "Thursday 01 January 1970"
-    assert context == {
-        "e1": f"{day} Ben: What breed is it?",  # the reply: after the date
-        "e2": f"Ana: We adopted a puppy {day} Ana: A corgi",
-        "e3": f"Ana: We adopted a puppy Ben: What breed is it? {day}",  # its own author's next turn is no reply
-        "e4": f"Ben: What breed is it? Ana: A corgi {day} Ben: Take him to Porto",
-        "e5": f"Ana: A corgi Ana: He loves the beach {day}",  # the last turn: nothing after it
+    assert got == {
+        "e1": (day, "Ben: What breed is it?"),
+        "e2": (f"Ana: We adopted a puppy {day}", "Ana: A corgi"),
+        "e3": (f"Ana: We adopted a puppy Ben: What breed is it? {day}", ""),  # its own author's next turn: no reply
+        "e4": (f"Ben: What breed is it? Ana: A corgi {day}", "Ben: Take him to Porto"),
+        "e5": (f"Ana: A corgi Ana: He loves the beach {day}", ""),  # the last turn: nothing after it
     }
 
 
@@ -128,7 +130,7 @@ def test_a_turn_the_policy_drops_is_never_a_reply(parts: Any) -> None:
     # default: the people's turns only; the planner's is dropped, and the agent "Ben" (role model) too
     assert save(service, "app", "alice", {"session_id": "s1"}) == {"saved": 1, "skipped": 2}
     (porto,) = memories.view("app", "alice").records.values()
-    assert porto.context == "Thursday 01 January 1970"
+    assert (porto.context, porto.reply) == ("Thursday 01 January 1970", "")
 
 
 def test_a_forgotten_reply_is_never_stored_as_context(parts: Any) -> None:
@@ -140,7 +142,7 @@ def test_a_forgotten_reply_is_never_stored_as_context(parts: Any) -> None:
     service.forget("app", "alice", event_memory_id("s1", "e2"))
     assert save(service, "app", "alice", {"session_id": "s1", "policy": "all"}) == {"saved": 1, "skipped": 1}
     (key,) = memories.view("app", "alice").records.values()
-    assert key.event_id == "e1" and key.context == "Thursday 01 January 1970"
+    assert key.event_id == "e1" and (key.context, key.reply) == ("Thursday 01 January 1970", "")
 
 
 def test_compaction_events_are_never_saved(parts: Any) -> None:

@@ -372,6 +372,23 @@ def test_a_long_context_is_cut_from_its_start_keeping_the_nearest_turn_and_the_d
     assert index.search("harbours", 1, config=SearchConfig(mode="lexical"))[0][0] == "m1"
 
 
+def test_a_reply_is_embedded_after_the_context_and_kept_by_the_cut_but_never_matched_as_words() -> None:
+    embedder = RecordingEmbedder()
+    older = "Ana: " + "an older turn about harbours " * 20
+    reply = "Ben: are they yours at the festival?"
+    doc = Doc("m1", "Ana: look at the dancers", context=f"{older} Ana: nearest 8 May 2023", reply=reply)
+    other = Doc("m2", "Ben: the festival was fun", context="8 May 2023")
+    index = SearchIndex.build([doc, other], embedder)
+    first, second = embedder.seen
+    assert len(first) <= index_module.EMBED_CHARS
+    assert first.startswith(doc.text + "\n") and first.endswith(f"Ana: nearest 8 May 2023 {reply}")
+    assert second == "Ben: the festival was fun\n8 May 2023"  # no reply: as before
+    # The reply's words are in neither lexical field: a word only it holds finds the memory that said it.
+    lexical = SearchConfig(mode="lexical")
+    assert [i for i, _ in index.search("festival", 5, config=lexical)] == ["m2"]
+    assert [i for i, _ in index.search("harbours", 5, config=lexical)] == ["m1"]
+
+
 def test_a_text_longer_than_the_budget_still_gets_the_end_of_its_context() -> None:
     embedder = RecordingEmbedder()
     doc = Doc("m1", "user: " + "a very long message " * 40, context="user: earlier words here 8 May 2023")

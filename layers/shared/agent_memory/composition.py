@@ -196,7 +196,14 @@ class Services:
         from .search.index import Doc, SearchIndex
 
         docs = [
-            Doc(id=r.id, text=f"{r.author}: {r.text}", context=r.context, author=r.author, timestamp=r.timestamp)
+            Doc(
+                id=r.id,
+                text=f"{r.author}: {r.text}",
+                context=r.context,
+                author=r.author,
+                timestamp=r.timestamp,
+                reply=r.reply,
+            )
             for r in records
         ]
         return SearchIndex.build(docs, self.embedder)

@@ -100,6 +100,9 @@ class Doc:
     ``text`` is the memory itself (e.g. ``"Caroline: I went to the support group yesterday"``); ``context`` is
     optional surrounding text (the turns just before it in the same session, the session date), indexed as a
     second, lower-weighted field and embedded with the text, so that a memory can be found by what it refers to.
+    ``reply`` is the turn that answered it (``"Melanie: Are they yours at the festival?"``): embedded after the
+    context, never indexed as words, so that a memory's vector holds its exchange while a query word matches only
+    what the memory and the turns before it said.
     """
 
     id: str
@@ -107,6 +110,7 @@ class Doc:
     context: str = ""
     author: str = ""  # who said it: a query naming the author prefers the author's memories (``author_boost``)
     timestamp: float | None = None  # when it was said (epoch seconds): a query naming its month prefers it
+    reply: str = ""
 
 
 @dataclass(frozen=True)
@@ -223,9 +227,9 @@ HYBRID_CALIBRATION = Calibration(bias=-5.68, lexical=5.345, dense=4.406, min_sco
 LEXICAL_CALIBRATION = Calibration(bias=-3.868, lexical=6.361, dense=0.0, min_score=0.0)
 
 
-# What a document's vector is computed from: its text, then as much of its context as fits in about 512
-# characters (some 128 word pieces, the sequence length all-MiniLM-L6-v2 was trained on), keeping the context's
-# end: the nearest turn and the date. An embedder's cost grows with its input (MiniLM on two cores: ~10 ms for
+# What a document's vector is computed from: its text, then as much of its context and reply as fits in about
+# 512 characters (some 128 word pieces, the sequence length all-MiniLM-L6-v2 was trained on), keeping the end:
+# the reply, the date and the nearest turn. An embedder's cost grows with its input (MiniLM on two cores: ~10 ms for
 # 300 characters, ~29 ms for 900), and auto-save embeds every saved turn; the context's words stay whole in
 # the lexical field.
 EMBED_CHARS = 512
@@ -233,7 +237,7 @@ EMBED_MIN_CONTEXT = 64  # a long text still gets the end of its context (the dat
 
 
 def _embedding_text(doc: Doc) -> str:
-    context = doc.context.strip()
+    context = " ".join(part for part in (doc.context.strip(), doc.reply.strip()) if part)
     if not context:
         return doc.text
     room = max(EMBED_MIN_CONTEXT, EMBED_CHARS - len(doc.text) - 1)

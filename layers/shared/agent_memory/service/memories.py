@@ -96,10 +96,10 @@ def _date_text(ts: float) -> str:
     return "" if safe is None else datetime.fromtimestamp(safe, tz=UTC).strftime("%A %d %B %Y")
 
 
-def _context_text(before: list[str], ts: float, after: list[str]) -> str:
-    """A memory's retrieval context: the turns before it, its date, then its reply (``"Caroline: … Melanie: …
-    Monday 08 May 2023 Melanie: …"``)."""
-    return " ".join(part for part in [*before, _date_text(ts), *after] if part)
+def _context_text(before: list[str], ts: float) -> str:
+    """A memory's retrieval context: the turns before it, then its date (``"Caroline: … Melanie: … Monday 08 May
+    2023"``)."""
+    return " ".join(part for part in [*before, _date_text(ts)] if part)
 
 
 # Facts of texts extracted on read, by a digest of the text (not the text: a long text is not kept alive by it).
@@ -326,15 +326,18 @@ class MemoryService:
                 said.append(record)
         # A memory's reply, the next turn kept with text, when another author said it (what the other side of a
         # conversation answered tells what a turn was about: "Are they yours at the festival?"); a same author's
-        # next turn is a statement of its own. Only within this save: auto-save's last turn of a session in a
-        # batch has none (its reply is in a later batch, and a stored memory is never rewritten).
+        # next turn is a statement of its own. It goes into the memory's vector only (``Doc.reply``): a query word
+        # still matches what the memory and the turns before it said. Only within this save: auto-save's last turn
+        # of a session in a batch has none (its reply is in a later batch, and a stored memory is never rewritten).
         for turn, reply in itertools.pairwise(said):
             if reply.author != turn.author:
                 sources[turn.id][1].append((reply.id, f"{reply.author}: {reply.text}"))
         for i, record in enumerate(records):
             before, after = sources[record.id]
-            context = _context_text([f for _, f in before], record.timestamp, [f for _, f in after])
-            records[i] = MemoryRecord(**{**record.to_json(), "context": context})
+            context = _context_text([f for _, f in before], record.timestamp)
+            records[i] = MemoryRecord(
+                **{**record.to_json(), "context": context, "reply": " ".join(f for _, f in after)}
+            )
         return records
 
     @staticmethod
@@ -353,11 +356,10 @@ class MemoryService:
         for record in fresh:
             before, after = sources.get(record.id, ([], []))
             context = _context_text(
-                [fragment for memory_id, fragment in before if memory_id in allowed],
-                record.timestamp,
-                [fragment for memory_id, fragment in after if memory_id in allowed],
+                [fragment for memory_id, fragment in before if memory_id in allowed], record.timestamp
             )
-            out.append(MemoryRecord(**{**record.to_json(), "context": context}))
+            reply = " ".join(fragment for memory_id, fragment in after if memory_id in allowed)
+            out.append(MemoryRecord(**{**record.to_json(), "context": context, "reply": reply}))
         return out
 
     def add_texts(self, *, app_name: str, user_id: str, memories: Sequence[MemoryText]) -> dict[str, int]:

@@ -444,16 +444,32 @@ class MemoryRecord:
     # The facts about the user the text states ({"category", "text"} each; policy/profile.py), extracted when it
     # was saved; None on records saved before facts existed (the profile extracts those on read).
     facts: list[dict[str, str]] | None = None
+    # The turn that answered it ("author: text": the next turn its save kept, by another author), embedded with it
+    # after the context and never indexed as words, never returned; "" when none (and on older records).
+    reply: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items()}
         if data["facts"] is None:  # records without facts keep the stored form they had before the field existed
             del data["facts"]
+        if not data["reply"]:  # likewise records without a reply
+            del data["reply"]
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
         return cls(**data)
+
+
+def without_fragments(record: MemoryRecord, fragments: list[str]) -> MemoryRecord | None:
+    """``record`` with every one of ``fragments`` (forgotten turns, ``"author: text"``) taken out of its retrieval
+    context and reply, or None when it quotes none of them (a forget's scrub: the stores re-index what it returns)."""
+    context, reply = record.context, record.reply
+    for fragment in fragments:
+        context, reply = context.replace(fragment, ""), reply.replace(fragment, "")
+    if (context, reply) == (record.context, record.reply):
+        return None
+    return MemoryRecord(**{**record.to_json(), "context": " ".join(context.split()), "reply": " ".join(reply.split())})
 
 
 @dataclass

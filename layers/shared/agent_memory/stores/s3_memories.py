@@ -66,7 +66,7 @@ from .. import aws
 from ..errors import ServiceUnavailable
 from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 
 __all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_prefix"]
 
@@ -419,8 +419,8 @@ class S3MemoryStore:
         return IndexedRecords(CombinedRecords([p.records for p in parts], forgotten), index), missing
 
     def _scrubbed(self, manifest: Manifest, merged: IndexedRecords) -> IndexedRecords:
-        """``merged`` with the forgotten memories' texts also removed from the context other memories were
-        indexed with (contextual retrieval stored the turns before each memory), those memories re-indexed."""
+        """``merged`` with the forgotten memories' texts also removed from the context and reply other memories
+        were indexed with (contextual retrieval stored the turns around each memory), those memories re-indexed."""
         if not manifest.forgotten:
             return merged
         forgotten = set(manifest.forgotten)
@@ -434,12 +434,9 @@ class S3MemoryStore:
         ]
         affected: list[MemoryRecord] = []
         for record in merged.records.values():
-            context = record.context
-            for fragment in fragments:
-                context = context.replace(fragment, "")
-            if context != record.context:
-                record = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
-                affected.append(record)
+            scrubbed = without_fragments(record, fragments)
+            if scrubbed is not None:
+                affected.append(scrubbed)
         if not affected:
             return merged
         records = dict(merged.records) | {r.id: r for r in affected}

@@ -46,7 +46,7 @@ from typing import Any
 from .. import aws
 from ..errors import ServiceUnavailable
 from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare
+from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 
 logger = logging.getLogger(__name__)
 
@@ -353,13 +353,11 @@ class SqliteMemoryStore:
         fragments = [f"{everything[i].author}: {everything[i].text}" for i in gone if everything[i].text]
         scrubbed: dict[str, MemoryRecord] = {}
         for record in everything.values():
-            if record.id in gone or not record.context:
+            if record.id in gone:
                 continue
-            context = record.context
-            for fragment in fragments:
-                context = context.replace(fragment, "")
-            if context != record.context:
-                scrubbed[record.id] = MemoryRecord(**{**record.to_json(), "context": " ".join(context.split())})
+            clean = without_fragments(record, fragments)
+            if clean is not None:
+                scrubbed[record.id] = clean
         rebuilt = self._build_index(list(scrubbed.values())) if scrubbed else None  # outside the transaction
         dropped = gone | set(scrubbed)
         touched = [pid for pid, part in state.parts.items() if dropped & set(part.records)]
