@@ -1,6 +1,7 @@
 """Auto-save through `make run` stores what an explicit save stores: the same text, author, time and retrieval
 context for every turn, however the change feed cuts the turns into batches (issue 13: the goal figure is
-measured through auto-save, `bench.locomo_http`, and must not depend on where a batch starts)."""
+measured through auto-save, `bench.locomo_http`, and must not depend on where a batch starts), and the same reply
+unless a batch ended at the turn."""
 
 from __future__ import annotations
 
@@ -95,6 +96,12 @@ def test_auto_save_stores_every_turn_as_an_explicit_save_would(tmp_path: Path) -
         # Everything search uses (text, author, time, role, context) and what it returns (metadata).
         fields = ("text", "author", "timestamp", "role", "session_id", "event_id", "custom_metadata", "context")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(record, f) for f in fields}, memory_id
+        # The reply (the other person's next turn) too, unless the batch ended at this turn: auto-save saved it
+        # before the reply was handed over, and a stored memory is never rewritten.
+        assert got.reply in (record.reply, ""), memory_id
+    replied = [i for i, r in expected.items() if r.reply]
+    assert len(replied) == 24  # every turn of the two people but the last; none in the agent's conversation
+    assert sum(saved[i].reply == expected[i].reply for i in replied) >= len(replied) // 2
 
 
 def test_the_stored_context_is_what_search_indexes() -> None:
