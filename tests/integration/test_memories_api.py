@@ -226,7 +226,7 @@ def test_a_forgotten_turn_never_comes_back_as_a_later_memorys_context(
     assert all("hunter2" not in h["content"]["parts"][0]["text"] for h in search(api, "hunter2 password"))
 
 
-def test_a_forgotten_reply_leaves_the_context_of_the_turn_it_answered(api: Api, aws: dict[str, Any]) -> None:
+def test_a_forgotten_reply_leaves_the_record_of_the_turn_it_answered(api: Api, aws: dict[str, Any]) -> None:
     """A turn is stored with its reply (the next turn, by another author) for its vector; forgetting the reply
     takes its text out of that record too, in every stored object, and out of search."""
     api.create(session_id="s1")
@@ -237,7 +237,7 @@ def test_a_forgotten_reply_leaves_the_context_of_the_turn_it_answered(api: Api, 
     assert set(hits) == {"Where should I keep the spare key?", "under the blue flowerpot by the door"}
     assert b"flowerpot" in bucket_bytes(aws)
     assert api.request("DELETE", f"{BASE}/{hits['under the blue flowerpot by the door']}").status == 204
-    assert b"flowerpot" not in bucket_bytes(aws)  # neither the memory nor the question's context quoting it
+    assert b"flowerpot" not in bucket_bytes(aws)  # neither the memory nor the question's record quoting it
     assert [h["content"]["parts"][0]["text"] for h in search(api, "spare key")] == [
         "Where should I keep the spare key?"
     ]

@@ -133,8 +133,8 @@ def test_a_turn_the_policy_drops_is_never_a_reply(parts: Any) -> None:
     assert (porto.context, porto.reply) == ("Thursday 01 January 1970", "")
 
 
-def test_a_forgotten_reply_is_never_stored_as_context(parts: Any) -> None:
-    """The reply's memory forgotten before the turn it answered is saved: the turn's context leaves it out."""
+def test_a_forgotten_reply_is_never_stored(parts: Any) -> None:
+    """The reply's memory forgotten before the turn it answered is saved: the turn is stored without a reply."""
     service, sessions, memories = parts
     seed(sessions, [said(1, "Ana", "Where is the key?"), said(2, "Ben", "under the flowerpot")])
     events = sessions.read_events(KEY, EventQuery())

@@ -318,6 +318,7 @@ class MemoryService:
                 session_id=key.session_id,
                 event_id=str(event["id"]),
                 custom_metadata=event.get("custom_metadata"),
+                context=_context_text([f for _, f in history], ts),
             )
             records.append(record)
             sources[record.id] = (list(history), [])
@@ -329,27 +330,22 @@ class MemoryService:
         # next turn is a statement of its own. It goes into the memory's vector only (``Doc.reply``): a query word
         # still matches what the memory and the turns before it said. Only within this save: auto-save's last turn
         # of a session in a batch has none (its reply is in a later batch, and a stored memory is never rewritten).
+        # The store's write sets it, with the context, from the turns stored (``_context_of_stored_turns``).
         for turn, reply in itertools.pairwise(said):
             if reply.author != turn.author:
                 sources[turn.id][1].append((reply.id, f"{reply.author}: {reply.text}"))
-        for i, record in enumerate(records):
-            before, after = sources[record.id]
-            context = _context_text([f for _, f in before], record.timestamp)
-            records[i] = MemoryRecord(
-                **{**record.to_json(), "context": context, "reply": " ".join(f for _, f in after)}
-            )
         return records
 
     @staticmethod
     def _context_of_stored_turns(
         held: Mapping[str, MemoryRecord], fresh: list[MemoryRecord], sources: Sources
     ) -> list[MemoryRecord]:
-        """``fresh`` records with a context built only from turns whose memory is stored (``held``), or stored
-        now.
+        """``fresh`` records with a context and reply built only from turns whose memory is stored (``held``), or
+        stored now.
 
         A turn whose memory was forgotten (its claim committed, its record gone) stays in the session's events,
-        but its text must never be stored again, not even as the retrieval context of a later memory. A turn
-        the policy kept but that is not stored (a save in flight) is left out too: the context is only an aid.
+        but its text must never be stored again, not even as the retrieval context or reply of another memory. A
+        turn the policy kept but that is not stored (a save in flight) is left out too: the context is only an aid.
         """
         allowed = set(held) | {r.id for r in fresh}
         out: list[MemoryRecord] = []
