@@ -68,7 +68,7 @@ template: $(STAMP)
 	$(BIN)/sam validate --lint --template template.yaml
 
 openapi: $(STAMP)  # regenerate docs/openapi.json from the route table (tests/unit/test_openapi.py checks it is current)
-	PYTHONPATH=layers/shared $(BIN)/python -m agent_memory.openapi docs/openapi.json
+	PYTHONPATH=layers/shared $(BIN)/python -m agent_memory.edge.openapi docs/openapi.json
 
 build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/sam build

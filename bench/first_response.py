@@ -163,7 +163,7 @@ def prepared(case: Case) -> tuple[Case, list[Case]]:
 
 def lambda_env(case: Case) -> dict[str, str]:
     """What Lambda's runtime sets besides the template's variables that the layer reads: the function's name (in a
-    Lambda function on demand, the cold start runs without garbage collection: ``agent_memory/coldgc.py``)."""
+    Lambda function on demand, the cold start runs without garbage collection: ``agent_memory/runtime/coldgc.py``)."""
     return {"AWS_LAMBDA_FUNCTION_NAME": case.function, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand"}
 
 

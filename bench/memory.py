@@ -313,10 +313,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     bench_environment(TABLE, BUCKET, EMBEDDER=args.embedder)
-    from agent_memory.aws import client, reset_clients
     from agent_memory.composition import Services
     from agent_memory.config import settings
-    from agent_memory.requests import MemoryText
+    from agent_memory.edge.requests import MemoryText
+    from agent_memory.runtime.aws import client, reset_clients
     from agent_memory.search.index import SearchConfig, SearchIndex
     from agent_memory.stores.s3_memories import MANIFEST, S3MemoryStore, user_prefix
     from bench.embedding_cache import CachingEmbedder

@@ -8,7 +8,7 @@ operations whose names occur in this repository's code (the functions', the test
 (inputs, outputs, errors) and every exception shape the code names, with the documentation emptied. Beside it,
 the service's endpoint rules, unchanged but minified and uncompressed: botocore ships them indented and
 gzipped (S3's: 922 KB unzipped, 119 KB without the indentation), and decompressing and parsing them took another
-20 M instructions per S3 client (13 M from these files). botocore finds these first (``agent_memory.aws`` puts
+20 M instructions per S3 client (13 M from these files). botocore finds these first (``agent_memory.runtime.aws`` puts
 the folder ahead of its own data) and everything else (paginators, waiters, other services) in its own data.
 
 Both are botocore's data at the version pinned in requirements-dev.txt (the Lambda runtime's at the time): a

@@ -21,7 +21,7 @@ def in_process_aws(table: str, bucket: str) -> Iterator[dict[str, Any]]:
     from moto import mock_aws
     from moto.core.botocore_stubber import BotocoreStubber
 
-    from agent_memory.aws import client, reset_clients
+    from agent_memory.runtime.aws import client, reset_clients
 
     original = BotocoreStubber.process_request
 

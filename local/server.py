@@ -243,7 +243,7 @@ def start(
         # The table and bucket are the ones provisioned here, whatever the caller's environment names.
         os.environ.update({"BACKEND": "aws", "TABLE_NAME": LOCAL_TABLE, "BUCKET_NAME": LOCAL_BUCKET})
         configure_environment(template, f"http://127.0.0.1:{moto_port}")
-        from agent_memory.aws import client, reset_clients
+        from agent_memory.runtime.aws import client, reset_clients
 
         reset_clients()
         provision(template, client("dynamodb"), client("s3"), LOCAL_TABLE, LOCAL_BUCKET)

@@ -78,10 +78,10 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _clear_caches() -> None:
-    from agent_memory.aws import reset_clients
     from agent_memory.composition import services
     from agent_memory.config import settings
     from agent_memory.providers.summarizers import clear_api_key_cache
+    from agent_memory.runtime.aws import reset_clients
 
     reset_clients()
     settings.cache_clear()

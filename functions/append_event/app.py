@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
-from agent_memory.plainevents import PlainBatch, PlainEvent
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry
 from agent_memory.service.transfer import SessionTransfer
+from agent_memory.wire.plainevents import PlainBatch, PlainEvent
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.requests import AppendRequest, AppName, Body, IfMatch, MemoRequest, SessionId, UserId
+    from agent_memory.edge.requests import AppendRequest, AppName, Body, IfMatch, MemoRequest, SessionId, UserId
 
 app = create_app()
 
@@ -29,7 +29,7 @@ def append_event(
     if isinstance(body, (PlainEvent, PlainBatch)):  # the common body, read without pydantic (params.py)
         batch = isinstance(body, PlainBatch)
     else:
-        from agent_memory.requests import EventBatch  # loaded with the body's validation (pydantic)
+        from agent_memory.edge.requests import EventBatch  # loaded with the body's validation (pydantic)
 
         batch = isinstance(body, EventBatch)
     outcome = services().sessions.append_events(

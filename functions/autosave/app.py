@@ -7,10 +7,10 @@ records of the same shape. The session store's adapter reads them (``changes``).
 
 from typing import Any
 
-from agent_memory import budget, coldgc
-from agent_memory.api import logger
 from agent_memory.composition import services
 from agent_memory.config import settings
+from agent_memory.edge.api import logger
+from agent_memory.runtime import budget, coldgc
 from agent_memory.service.autosave import SAVE_RESERVE_S, handle_feed
 
 # Model calls (a remote embedder, facts by a model) end this long before the timeout, so that the save they are

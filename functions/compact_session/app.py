@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry, metrics
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
-    from agent_memory.requests import AppName, SessionId, UserId
+    from agent_memory.edge.requests import AppName, SessionId, UserId
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here
 

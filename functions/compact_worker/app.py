@@ -7,10 +7,10 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory import budget, coldgc
-from agent_memory.api import logger, metrics
 from agent_memory.composition import services
 from agent_memory.config import settings
+from agent_memory.edge.api import logger, metrics
+from agent_memory.runtime import budget, coldgc
 from agent_memory.service.compaction import share_keys
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here

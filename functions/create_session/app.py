@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
-from agent_memory.params import NewSession
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry, metrics
+from agent_memory.edge.params import NewSession
 from agent_memory.service.transfer import SessionTransfer
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.requests import (
+    from agent_memory.edge.requests import (
         AppName,
         Body,
         CreateSessionRequest,

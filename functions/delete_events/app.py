@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry, metrics
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
-    from agent_memory.requests import (
+    from agent_memory.edge.requests import (
         AppName,
         BeforeInvocationId,
         BeforeSeq,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
-    from agent_memory.requests import AppName, MemoryId, UserId
+    from agent_memory.edge.requests import AppName, MemoryId, UserId
 
 app = create_app()
 

@@ -16,15 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry
 from agent_memory.composition import services
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry
 from agent_memory.errors import InvalidInput, UnprocessableInput
 from agent_memory.policy.context import ContextOptions
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.requests import (
+    from agent_memory.edge.requests import (
         AppName,
         Body,
         Budget,
@@ -97,7 +97,7 @@ def post_context(
     body: Annotated[ContextRequest | None, Body()] = None,
 ) -> Response[str]:
     if body is None:
-        from agent_memory.requests import ContextRequest  # no body: the defaults
+        from agent_memory.edge.requests import ContextRequest  # no body: the defaults
 
         body = ContextRequest()
     request = body

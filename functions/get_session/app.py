@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry, yaml_response
 from agent_memory.composition import services
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry, yaml_response
 from agent_memory.service.transfer import SessionTransfer
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
-    from agent_memory.requests import (
+    from agent_memory.edge.requests import (
         AfterTimestamp,
         AppName,
         EventPageLimit,
@@ -65,7 +65,7 @@ def export_session(
     document = SessionTransfer(services().sessions.store).export_session(app_name, user_id, session_id)
     etag = {"ETag": f'"{document["version"]}"'}
     if format == "yaml":
-        from agent_memory.yamlio import dump_yaml  # PyYAML only for the export that asks for it
+        from agent_memory.wire.yamlio import dump_yaml  # PyYAML only for the export that asks for it
 
         return yaml_response(200, dump_yaml(document), etag)
     return json_response(200, document, etag)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import Response, create_app, json_response, lambda_entry, metrics
 from agent_memory.composition import services
+from agent_memory.edge.api import Response, create_app, json_response, lambda_entry, metrics
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.requests import AppName, Body, SaveMemoriesRequest, UserId
+    from agent_memory.edge.requests import AppName, Body, SaveMemoriesRequest, UserId
 
 app = create_app()
 

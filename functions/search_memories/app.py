@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_memory.api import JSON, Response, create_app, json_response, lambda_entry
 from agent_memory.composition import preload_embedder, services
+from agent_memory.edge.api import JSON, Response, create_app, json_response, lambda_entry
 from agent_memory.service.memories import DEFAULT_TOP_K
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.requests import AppName, Body, MinScore, SearchQuery, SearchRequest, TopK, UserId
+    from agent_memory.edge.requests import AppName, Body, MinScore, SearchQuery, SearchRequest, TopK, UserId
 
 app = create_app()
 # Lambda's init phase: the embedder's model (most of a second for MiniLM) loads in a background thread from here
@@ -54,7 +54,7 @@ def get_profile(app_name: AppName, user_id: UserId) -> Response[str]:
 
 @app.get("/openapi.json")
 def openapi() -> Response[str]:
-    from agent_memory.openapi import document_json  # built on the first request only
+    from agent_memory.edge.openapi import document_json  # built on the first request only
 
     return Response(status_code=200, content_type=JSON, body=document_json())
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from agent_memory.aws import client
 from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotFound
-from agent_memory.jsonio import event_size
 from agent_memory.policy.state import ScopedDelta, split_delta
+from agent_memory.runtime.aws import client
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
+from agent_memory.wire.jsonio import event_size
 from tests.conftest import BUCKET, TABLE, RequestCounter, race
 
 KEY = SessionKey("app", "alice", "s1")

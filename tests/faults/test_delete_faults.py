@@ -26,7 +26,7 @@ KEY = SessionKey("app", "alice", "s1")
 @pytest.fixture(autouse=True)
 def _setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 3 s write budget, lexical search, small offload threshold."""
-    monkeypatch.setattr("agent_memory.aws.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
     monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
     monkeypatch.setenv("EMBEDDER", "none")
     monkeypatch.setenv("AUTOSAVE_POLICY", "default")

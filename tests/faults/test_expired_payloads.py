@@ -43,7 +43,7 @@ def long_event(api: Api, sid: str, event_id: str) -> dict[str, Any]:
 
 
 def event_item(sid: str, event_id: str) -> dict[str, Any]:
-    from agent_memory.aws import client
+    from agent_memory.runtime.aws import client
 
     item: dict[str, Any] = client("dynamodb").get_item(
         TableName=TABLE,
@@ -61,7 +61,7 @@ def versions(aws: dict[str, Any], key: str) -> list[str]:
 def removal_of(aws: dict[str, Any], item: dict[str, Any], *, by_ttl: bool) -> dict[str, Any]:
     """Delete ``item`` and return its REMOVE record from the stream, as Lambda delivers it (by TTL: marked so)."""
     aws["dynamodb"].delete_item(TableName=TABLE, Key={"PK": item["PK"], "SK": item["SK"]})
-    from agent_memory.aws import client
+    from agent_memory.runtime.aws import client
 
     streams = client("dynamodbstreams")
     arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]

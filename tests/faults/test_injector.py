@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from agent_memory.aws import capacity_error
+from agent_memory.runtime.aws import capacity_error
 from tests.conftest import TABLE
 
 from .injector import FaultInjector, cancelled, throttle

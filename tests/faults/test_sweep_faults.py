@@ -241,7 +241,7 @@ def test_the_worker_skips_what_is_not_a_session_key(api: Api, aws: dict[str, Any
 
 
 def test_a_share_too_large_for_one_invoke_is_split(aws: dict[str, Any], faults: FaultInjector) -> None:
-    from agent_memory.aws import client
+    from agent_memory.runtime.aws import client
     from agent_memory.stores.lambda_sweep import MAX_PAYLOAD_BYTES, LambdaSweepInvoker, sweep_payload
 
     # A worker's 500 sessions fit one Invoke even with 128-character identifiers (the longest allowed) ...

@@ -138,7 +138,7 @@ _OURS = ("/layers/shared/", "/functions/", "/local/")
 
 def cause(log: str) -> str:
     """The exception a request raised, from the server's log while it alone ran: its name and the deepest frame
-    of the project's code ("UnicodeDecodeError at agent_memory/api.py:71 json_body")."""
+    of the project's code ("UnicodeDecodeError at agent_memory/edge/api.py:71 json_body")."""
     name, traceback = "", log
     for line in log.splitlines():
         if line.startswith("{") and "exception" in line:

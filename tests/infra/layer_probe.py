@@ -105,9 +105,9 @@ def main(packages_dir: Path, layer_dir: Path, functions_dir: Path) -> dict[str, 
     def http_post() -> None:
         # httpx imports its transport (httpcore, h11, anyio …) only when a client sends: a refused local port
         # runs that path without the network.
-        from agent_memory.budget import ModelBudget
         from agent_memory.providers.embedders import EmbedderError
         from agent_memory.providers.http import JsonEndpoint
+        from agent_memory.runtime.budget import ModelBudget
 
         endpoint = JsonEndpoint(
             "http://127.0.0.1:9/", what="probe", error=EmbedderError, budget=ModelBudget("probe", 3.0, 1)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory import api as edge
+from agent_memory.edge import api as edge
 from local.apigw import LambdaContext, http_api_event, response_body
 from local.template import Route, load_handler, load_template, routes
 from tests.conftest import BUCKET, TABLE, _clear_caches

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import EventIdConflict
-from agent_memory.jsonio import dumps
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.ddbsize import item_size
 from agent_memory.stores.dynamo import _ZDICT, DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
+from agent_memory.wire.jsonio import dumps
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, text_event
 from tests.integration.test_memories_api import autosave, search, stream_records

@@ -282,7 +282,7 @@ def applier(request: pytest.FixtureRequest, aws: dict[str, Any]) -> Iterator[str
 
 
 def _stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
-    from agent_memory.aws import client
+    from agent_memory.runtime.aws import client
 
     streams = client("dynamodbstreams")
     arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]

@@ -316,7 +316,7 @@ def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
     from local.streams import _json_record, admits
 
     (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
-    streams = __import__("agent_memory.aws", fromlist=["client"]).client("dynamodbstreams")
+    streams = __import__("agent_memory.runtime.aws", fromlist=["client"]).client("dynamodbstreams")
     arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
     records: list[dict[str, Any]] = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.aws import client
 from agent_memory.composition import services
+from agent_memory.runtime.aws import client
 from local.apigw import LambdaContext
 from local.streams import stream_mappings
 from local.template import load_handler, load_template, schedules

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from agent_memory import openapi
+from agent_memory.edge import openapi
 from tests.integration.conftest import Api, Reply, text_event
 
 DOCUMENT = openapi.document()

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agent_memory.jsonio import MAX_TIMESTAMP, dumps, load_stored
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
+from agent_memory.wire.jsonio import MAX_TIMESTAMP, dumps, load_stored
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, Reply, text_event
 

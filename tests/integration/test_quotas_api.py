@@ -100,7 +100,7 @@ def test_a_body_over_max_request_bytes_is_413_before_it_is_parsed(api: Api, quot
 
 
 def test_a_base64_body_is_measured_decoded(api: Api, quotas: None) -> None:
-    from agent_memory.api import RequestEvent, parse_body
+    from agent_memory.edge.api import RequestEvent, parse_body
     from agent_memory.errors import PayloadTooLarge
 
     def event(raw: bytes) -> RequestEvent:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.jsonio import RESPONSE_CAP
+from agent_memory.wire.jsonio import RESPONSE_CAP
 from tests.conftest import RequestCounter
 from tests.integration.conftest import Api, Reply, text_event
 

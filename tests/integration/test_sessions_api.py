@@ -30,7 +30,7 @@ def test_create_without_body_generates_an_id(api: Api) -> None:
 
 
 def test_true_creation_publishes_session_created_and_reuse_does_not(api: Api, aws: dict[str, Any]) -> None:
-    sqs = __import__("agent_memory.aws", fromlist=["client"]).client("sqs")
+    sqs = __import__("agent_memory.runtime.aws", fromlist=["client"]).client("sqs")
     queue_url = sqs.create_queue(QueueName="created")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     aws["events"].put_rule(Name="created", EventPattern=json.dumps({"detail-type": ["SessionCreated"]}))
@@ -55,7 +55,7 @@ def test_a_true_creation_builds_its_store_and_publisher_clients_from_one_session
 ) -> None:
     # issue 14's first response: a second botocore session (the publisher's) read botocore's endpoint and partition
     # data again, about 90 CPU ms of a cold create
-    from agent_memory.aws import reset_clients
+    from agent_memory.runtime.aws import reset_clients
     from tests.unit.test_aws_clients import count_sessions
 
     reset_clients()

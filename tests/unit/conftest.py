@@ -9,8 +9,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.aws import reset_clients
 from agent_memory.providers.summarizers import clear_api_key_cache
+from agent_memory.runtime.aws import reset_clients
 
 
 @pytest.fixture

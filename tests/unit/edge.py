@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.api import field_path
+from agent_memory.edge.api import field_path
 from agent_memory.errors import UnprocessableInput
 
 

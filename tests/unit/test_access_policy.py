@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from agent_memory.edge.requests import CreateSessionRequest, EventBatch, SessionDocument
+from agent_memory.edge.routes import ROUTES
 from agent_memory.errors import Forbidden, Unauthorized
 from agent_memory.models import Event
 from agent_memory.policy.access import (
@@ -21,8 +23,6 @@ from agent_memory.policy.access import (
     claim_values,
     principal,
 )
-from agent_memory.requests import CreateSessionRequest, EventBatch, SessionDocument
-from agent_memory.routes import ROUTES
 
 JWT = AuthConfig(mode="jwt", app_claim="custom:app", admin_group="admins")
 

@@ -41,7 +41,7 @@ def later(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
 
 
 def calls_of(service: str) -> list[str]:
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     calls: list[str] = []
     aws.client(service).meta.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
@@ -89,7 +89,7 @@ def test_ssm_key_is_read_decrypted(clean_keys: None) -> None:
     # moto stores a SecureString as given but answers a read without WithDecryption with a placeholder value.
     boto3.client("ssm").put_parameter(Name="plain-name-key", Value=" sk-x \n", Type="SecureString")
     calls: list[dict[str, object]] = []
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     aws.client("ssm").meta.events.register(
         "provide-client-params.ssm.GetParameter", lambda params, **_: calls.append(params)

@@ -14,7 +14,7 @@ from typing import Any
 import botocore.session
 import pytest
 
-from agent_memory import aws
+from agent_memory.runtime import aws
 
 
 def count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -96,7 +96,7 @@ def _fresh(code: str, env: dict[str, str]) -> dict[str, Any]:
 
 def test_building_clients_imports_no_boto3() -> None:
     got = _fresh(
-        "from agent_memory import aws\n"
+        "from agent_memory.runtime import aws\n"
         "c = aws.client('dynamodb'); s3 = aws.client('s3')\n"
         "import json; print(json.dumps({'boto3': 'boto3' in sys.modules, 'services': "
         "[c.meta.service_model.service_name, s3.meta.service_model.service_name], 'region': c.meta.region_name, "

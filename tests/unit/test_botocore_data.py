@@ -5,7 +5,7 @@ from __future__ import annotations
 import botocore.loaders
 import botocore.session
 
-from agent_memory import aws
+from agent_memory.runtime import aws
 from local.botocore_data import SERVICES, TARGET, lean_model, lean_models
 
 

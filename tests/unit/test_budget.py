@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory import budget
-from agent_memory.budget import BACKGROUND, REQUEST, ModelBudget
 from agent_memory.errors import ModelFailure
 from agent_memory.providers.embedders import EmbedderError, OpenAICompatibleEmbedder
 from agent_memory.providers.ports import SummarizerError
 from agent_memory.providers.summarizers import OpenAICompatibleSummarizer
+from agent_memory.runtime import budget
+from agent_memory.runtime.budget import BACKGROUND, REQUEST, ModelBudget
 from local.template import function_environment, load_template, parameter_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -270,7 +270,7 @@ def test_bedrock_failures_are_classified_for_both_providers(exc: Exception, kind
 
 
 def test_bedrock_clients_fit_the_time_left() -> None:
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     full = aws.model_client("bedrock-runtime", BACKGROUND)
     assert full is not None

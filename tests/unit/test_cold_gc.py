@@ -8,10 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory import coldgc, composition
+from agent_memory import composition
 from agent_memory.composition import Services, preload_embedder
 from agent_memory.config import Settings
-from agent_memory.requests import MemoryText
+from agent_memory.edge.requests import MemoryText
+from agent_memory.runtime import coldgc
 
 
 @pytest.fixture

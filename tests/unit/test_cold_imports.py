@@ -26,7 +26,7 @@ NOT_ON_THE_COLD_PATH = (
     "aws_lambda_powertools.utilities.data_classes.kafka_event",
     "aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event",  # the change feed's reader only
     "yaml",  # the export and import as YAML only
-    "agent_memory.responses",  # the OpenAPI document only
+    "agent_memory.edge.responses",  # the OpenAPI document only
     "agent_memory.service.memories",
     "agent_memory.service.compaction",
     "agent_memory.policy.facts",
@@ -37,9 +37,9 @@ NOT_ON_THE_COLD_PATH = (
     "pydantic_core",
     "aws_lambda_powertools.event_handler.openapi.params",
     "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
-    "agent_memory.requests",
+    "agent_memory.edge.requests",
     "agent_memory.models",
-    "agent_memory.bounds",
+    "agent_memory.edge.bounds",
 )
 
 SESSION_FUNCTIONS = (
@@ -302,7 +302,7 @@ def test_a_cold_function_collects_no_garbage_until_its_first_response(
         "assert gc.isenabled(), 'after the first response'\n"
         f"assert (gc.get_freeze_count() > 10_000) is {paused}, gc.get_freeze_count()\n"
     )
-    assert "agent_memory.coldgc" in loaded
+    assert "agent_memory.runtime.coldgc" in loaded
 
 
 def test_a_background_function_collects_again_when_its_work_starts() -> None:

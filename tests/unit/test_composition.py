@@ -10,7 +10,7 @@ import pytest
 
 from agent_memory.composition import Services
 from agent_memory.config import Settings
-from agent_memory.requests import MemoryText
+from agent_memory.edge.requests import MemoryText
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,10 +9,10 @@ import pytest
 
 from agent_memory.composition import Services
 from agent_memory.config import Settings
+from agent_memory.edge.requests import MemoryText
 from agent_memory.models import Event
 from agent_memory.policy.context import MEMORIES_PREFIX, ContextOptions
 from agent_memory.policy.profile import PROFILE_HEADER
-from agent_memory.requests import MemoryText
 from agent_memory.service.context import ContextService
 from agent_memory.stores.inmemory import InMemorySessionStore
 

@@ -21,9 +21,10 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory import api, jsonio, params
+from agent_memory.edge import api, params
+from agent_memory.edge.routes import ROUTES, Route
 from agent_memory.errors import AgentMemoryError
-from agent_memory.routes import ROUTES, Route
+from agent_memory.wire import jsonio
 from local import template
 from local.apigw import LambdaContext, http_api_event
 from local.template import ROOT, load_handler, load_template, routes
@@ -345,6 +346,6 @@ def test_params_bounds_are_the_ones_the_models_declare() -> None:
     from agent_memory.policy.context import MAX_CONTEXT_MEMORIES
 
     assert params.MAX_CONTEXT_MEMORIES == MAX_CONTEXT_MEMORIES
-    from agent_memory import requests
+    from agent_memory.edge import requests
 
     assert set(params.SPECS) <= set(vars(requests)), "a spec names a type requests.py does not declare"

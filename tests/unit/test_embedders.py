@@ -17,7 +17,6 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from agent_memory.budget import ModelBudget
 from agent_memory.providers.embedders import (
     BedrockTitanEmbedder,
     EmbedderError,
@@ -25,6 +24,7 @@ from agent_memory.providers.embedders import (
     OpenAICompatibleEmbedder,
     build_embedder,
 )
+from agent_memory.runtime.budget import ModelBudget
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from agent_memory import api, jsonio, models, params, plainevents
+from agent_memory import models
+from agent_memory.edge import api, params
+from agent_memory.edge.requests import AppendRequest, EventBatch
 from agent_memory.errors import AgentMemoryError
 from agent_memory.policy.state import strip_temp
-from agent_memory.requests import AppendRequest, EventBatch
+from agent_memory.wire import jsonio, plainevents
 from tests.fuzz.strategies import EVENT_IDS, Request, encode
 from tests.unit.test_edge_parity import _answered_alike
 

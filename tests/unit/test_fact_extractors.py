@@ -11,9 +11,9 @@ import httpx
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.budget import ModelBudget
 from agent_memory.composition import Services
 from agent_memory.config import Settings
+from agent_memory.edge.requests import MemoryText
 from agent_memory.providers.facts import (
     FACTS_MAX_TOKENS,
     MAX_MODEL_CHARS,
@@ -22,7 +22,7 @@ from agent_memory.providers.facts import (
     parse_model_facts,
 )
 from agent_memory.providers.summarizers import BedrockSummarizer, OpenAICompatibleSummarizer
-from agent_memory.requests import MemoryText
+from agent_memory.runtime.budget import ModelBudget
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agent_memory.api import json_response
-from agent_memory.jsonio import RESPONSE_CAP, RawJSON
+from agent_memory.edge.api import json_response
+from agent_memory.wire.jsonio import RESPONSE_CAP, RawJSON
 
 
 def test_a_body_within_the_cap_is_answered_as_is() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.jsonio import (
+from agent_memory.wire.jsonio import (
     MAX_DEPTH,
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,

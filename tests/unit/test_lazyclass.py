@@ -1,4 +1,4 @@
-"""Deferred dataclasses (``agent_memory.lazyclass``): a class defined with them is, from its first instance on,
+"""Deferred dataclasses (``agent_memory.runtime.lazyclass``): a class defined with them is, from its first instance on,
 exactly the class ``dataclasses.dataclass`` makes; and every dataclass of the package is one of them or processed."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from agent_memory import lazyclass
-from agent_memory.lazyclass import dataclass
+from agent_memory.runtime import lazyclass
+from agent_memory.runtime.lazyclass import dataclass
 from tests.conftest import race
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "shared"
@@ -182,7 +182,7 @@ def test_every_deferred_dataclass_of_the_package_processes() -> None:
 import sys; sys.path[:0] = [{str(LAYER)!r}]
 import dataclasses, importlib, json, pkgutil
 import agent_memory
-from agent_memory import lazyclass
+from agent_memory.runtime import lazyclass
 deferred, failed = [], []
 for info in pkgutil.walk_packages(agent_memory.__path__, "agent_memory."):
     module = importlib.import_module(info.name)

@@ -7,11 +7,17 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from agent_memory.edge.requests import (
+    MemoryText,
+    SaveEventsRequest,
+    SaveMemoriesRequest,
+    SaveTextsRequest,
+    SearchRequest,
+)
 from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInput
 from agent_memory.policy.autosave import parse_policy
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.providers.facts import ExtractiveFactExtractor
-from agent_memory.requests import MemoryText, SaveEventsRequest, SaveMemoriesRequest, SaveTextsRequest, SearchRequest
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore

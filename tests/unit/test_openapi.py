@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from agent_memory import openapi
-from agent_memory.routes import PENDING, ROUTES, Route
+from agent_memory.edge import openapi
+from agent_memory.edge.routes import PENDING, ROUTES, Route
 from local import template
 from local.template import ROOT, load_handler, load_template, routes
 

@@ -9,25 +9,25 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.api import field_path, parse_body
-from agent_memory.bounds import MAX_STATE_BYTES, MAX_TIMESTAMP, QueryInt
-from agent_memory.errors import InvalidInput, PayloadTooLarge, PreconditionFailed
-from agent_memory.jsonvalues import (
-    MAX_DOCUMENT_DEPTH,
-    MAX_VALUE_DEPTH,
-    JsonRejected,
-    check_json_value,
-    parse_json_body,
-)
-from agent_memory.models import Event
-from agent_memory.policy.preconditions import IfMatch, parse_if_match
-from agent_memory.requests import (
+from agent_memory.edge.api import field_path, parse_body
+from agent_memory.edge.bounds import MAX_STATE_BYTES, MAX_TIMESTAMP, QueryInt
+from agent_memory.edge.requests import (
     AppendRequest,
     CreateSessionRequest,
     EventBatch,
     MemoryText,
     SaveMemoriesRequest,
     SearchRequest,
+)
+from agent_memory.errors import InvalidInput, PayloadTooLarge, PreconditionFailed
+from agent_memory.models import Event
+from agent_memory.policy.preconditions import IfMatch, parse_if_match
+from agent_memory.wire.jsonvalues import (
+    MAX_DOCUMENT_DEPTH,
+    MAX_VALUE_DEPTH,
+    JsonRejected,
+    check_json_value,
+    parse_json_body,
 )
 
 APPEND: TypeAdapter[Any] = TypeAdapter(AppendRequest)
@@ -445,7 +445,7 @@ def test_random_bodies_never_escape_as_anything_but_client_errors() -> None:
     import base64
     import random
 
-    from agent_memory.api import RequestEvent
+    from agent_memory.edge.api import RequestEvent
     from agent_memory.errors import AgentMemoryError
 
     rng = random.Random(7)

@@ -444,7 +444,7 @@ def test_lexical_only_scores_are_calibrated_too() -> None:
 
 
 def test_the_documented_default_cuts_are_the_calibrations() -> None:
-    from agent_memory.requests import MIN_SCORE_DESCRIPTION
+    from agent_memory.edge.requests import MIN_SCORE_DESCRIPTION
 
     assert f"Default {index_module.HYBRID_CALIBRATION.min_score:g} " in MIN_SCORE_DESCRIPTION
     assert f"`EMBEDDER=none`), {index_module.LEXICAL_CALIBRATION.min_score:g}:" in MIN_SCORE_DESCRIPTION

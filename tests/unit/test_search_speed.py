@@ -14,9 +14,9 @@ import pytest
 
 from agent_memory.composition import Services, preload_embedder
 from agent_memory.config import Settings
+from agent_memory.edge.requests import MemoryText
 from agent_memory.providers import embedders
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
-from agent_memory.requests import MemoryText
 from agent_memory.search.index import Doc, SearchConfig, SearchIndex
 from agent_memory.stores.ports import SessionKey
 
@@ -330,7 +330,7 @@ def test_the_numpy_pass_runs_numpys_blas_on_one_thread() -> None:
 def test_a_background_use_embeds_even_a_few_texts_through_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
     """Auto-save (a background use) embeds its saves through the onnxruntime session whatever their size, a
     request a few texts through the numpy pass; both give the same rows within float32 noise."""
-    from agent_memory import budget
+    from agent_memory.runtime import budget
 
     texts = QUERY_TEXTS[:3]
     assert len(texts) <= embedders.NUMPY_MAX_TEXTS

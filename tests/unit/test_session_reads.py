@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import InvalidInput
-from agent_memory.jsonio import RESPONSE_CAP, dumps, wire_size
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.service.sessions import SessionService
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
+from agent_memory.wire.jsonio import RESPONSE_CAP, dumps, wire_size
 
 KEY = SessionKey("app", "alice", "s1")
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from agent_memory.edge.requests import AppendRequest, CreateSessionRequest, EventBatch
 from agent_memory.errors import (
     AlreadyExists,
     EventIdConflict,
@@ -15,7 +16,6 @@ from agent_memory.errors import (
     SessionNotFound,
     UnprocessableInput,
 )
-from agent_memory.requests import AppendRequest, CreateSessionRequest, EventBatch
 from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
 from agent_memory.stores.inmemory import InMemoryPublisher, InMemorySessionStore
 from tests.unit.edge import through_edge

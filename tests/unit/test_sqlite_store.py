@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent_memory.jsonio import MAX_TIMESTAMP, RawJSON, dumps
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
+from agent_memory.wire.jsonio import MAX_TIMESTAMP, RawJSON, dumps
 from tests.contract.test_session_store import KEY, event, record
 
 

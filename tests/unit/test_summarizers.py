@@ -11,7 +11,6 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from agent_memory.budget import ModelBudget
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, SummarizerError, ToolCall, ToolResult, Turn
 from agent_memory.providers.prompt import build_prompt, render_conversation, validate_prompt_template
 from agent_memory.providers.summarizers import (
@@ -22,6 +21,7 @@ from agent_memory.providers.summarizers import (
     api_key_from_ssm,
     build_summarizer,
 )
+from agent_memory.runtime.budget import ModelBudget
 from tests.unit.bedrock_stub import converse_response
 
 # --------------------------------------------------------------------------------------------------------------
@@ -473,7 +473,7 @@ def test_bedrock_empty_output_is_a_summarizer_error(bedrock: tuple[Any, Stubber]
 
 
 def test_bedrock_default_client_fits_the_request_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent_memory.aws
+    import agent_memory.runtime.aws
 
     requested: list[tuple[str, int, int]] = []
 
@@ -485,7 +485,7 @@ def test_bedrock_default_client_fits_the_request_budget(monkeypatch: pytest.Monk
         requested.append((service, read_timeout_s, attempts))
         return FakeClient()
 
-    monkeypatch.setattr(agent_memory.aws, "_model_client", fake_client)
+    monkeypatch.setattr(agent_memory.runtime.aws, "_model_client", fake_client)
     assert BedrockSummarizer(MODEL_ID).summarize([user("hi")], None) == "summary text"
     assert requested == [("bedrock-runtime", 9, 2)]  # REQUEST: 2 attempts of 9.5 s, read timeout in whole seconds
 
@@ -496,7 +496,7 @@ def test_bedrock_default_client_fits_the_request_budget(monkeypatch: pytest.Monk
 
 
 def count_calls(service: str) -> list[str]:
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     calls: list[str] = []
     aws.client(service).meta.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))

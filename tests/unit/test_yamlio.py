@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_memory.errors import PayloadTooLarge
-from agent_memory.jsonvalues import JsonRejected
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.service.transfer import SessionTransfer
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import NewEvent, SessionKey, SessionRecord
-from agent_memory.yamlio import content_type_is_yaml, dump_yaml, parse_yaml_body
+from agent_memory.wire.jsonvalues import JsonRejected
+from agent_memory.wire.yamlio import content_type_is_yaml, dump_yaml, parse_yaml_body
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
 JSON = st.recursive(

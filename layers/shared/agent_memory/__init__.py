@@ -2,7 +2,7 @@
 
 import os
 
-from . import coldgc, lean
+from .runtime import coldgc, lean
 
 __version__ = "0.1.0"
 

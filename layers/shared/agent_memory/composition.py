@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import coldgc
 from .config import Settings, settings
 from .policy.quotas import Quotas
+from .runtime import coldgc
 from .stores.ports import (
     ChangeFeed,
     ClaimStore,
@@ -109,7 +109,7 @@ class Services:
         def build() -> SessionStore:
             cfg = self.settings
             if self.backend == "aws":
-                from .aws import client
+                from .runtime.aws import client
                 from .stores.dynamo import DynamoSessionStore
                 from .stores.s3 import S3BlobStore
 
@@ -143,7 +143,7 @@ class Services:
     def publisher(self) -> EventPublisher:
         def build() -> EventPublisher:
             if self.backend == "aws":
-                from .aws import client
+                from .runtime.aws import client
                 from .stores.eventbridge import EventBridgePublisher
 
                 return EventBridgePublisher(lambda: client("events"), self.settings.event_bus_name)
@@ -161,7 +161,7 @@ class Services:
     def claim_store(self) -> ClaimStore:
         def build() -> ClaimStore:
             if self.backend == "aws":
-                from .aws import client
+                from .runtime.aws import client
                 from .stores.dynamo_claims import DynamoClaimStore
 
                 return DynamoClaimStore(client("dynamodb"), self.settings.table_name)
@@ -212,7 +212,7 @@ class Services:
     def memory_store(self) -> MemoryStore:
         def build() -> MemoryStore:
             if self.backend == "aws":
-                from .aws import client
+                from .runtime.aws import client
                 from .stores.s3_memories import S3MemoryStore
 
                 return S3MemoryStore(
@@ -312,13 +312,13 @@ class Services:
         def build() -> SweepInvoker:
             function = self.settings.compaction_worker_function
             if self.backend == "aws" and function:
-                from .aws import client
+                from .runtime.aws import client
                 from .stores.lambda_sweep import LambdaSweepInvoker
 
                 return LambdaSweepInvoker(lambda: client("lambda"), function)
             from dataclasses import asdict
 
-            from .budget import SWEEP_RESERVE_S
+            from .runtime.budget import SWEEP_RESERVE_S
             from .stores.inmemory import InlineSweepInvoker
 
             def run(keys: list[SessionKey], remaining_s: Callable[[], float]) -> dict[str, Any]:

@@ -8,8 +8,8 @@ import os
 import re
 from typing import Any, Literal
 
-from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .policy import PRESETS
+from .runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 # Settings whose empty value means "none" rather than "the default": the template passes an empty parameter through
 # (JwtAdminScope "" turns the admin scope off; left unset, the default scope applies).

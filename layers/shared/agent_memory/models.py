@@ -30,12 +30,12 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from .bounds import Identifier, Metadata, State, Timestamp, ToolJson, check_extra_json
-from .jsonvalues import JsonRejected, parse_json_body
-from .plainevents import FREE_FORM_FIELDS as FREE_FORM_FIELDS
-from .plainevents import snake_case as snake_case
-from .plainevents import snake_case_keys  # pydantic-free: the append's reading without pydantic shares them
+from .edge.bounds import Identifier, Metadata, State, Timestamp, ToolJson, check_extra_json
 from .view import Session as Session  # a plain class (no pydantic on the session functions' cold path)
+from .wire.jsonvalues import JsonRejected, parse_json_body
+from .wire.plainevents import FREE_FORM_FIELDS as FREE_FORM_FIELDS
+from .wire.plainevents import snake_case as snake_case
+from .wire.plainevents import snake_case_keys  # pydantic-free: the append's reading without pydantic shares them
 
 
 def reject_two_spellings(model: type[BaseModel], data: Any) -> None:

@@ -50,7 +50,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..errors import UnprocessableInput
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from . import PRESETS  # their names; their policies below
 
 ROLES = ("user", "assistant", "system")

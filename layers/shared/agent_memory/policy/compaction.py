@@ -20,7 +20,7 @@ import math
 from dataclasses import field
 from typing import Any
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import compaction_range, event_messages, event_role, is_compaction, summary_text
 
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput, UnprocessableInput
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import Message, compaction_range, event_messages, is_compaction, summary_text
 
 FORMATS = ("openai", "full", "adk")

@@ -13,7 +13,7 @@ import math
 from dataclasses import field
 from typing import Any
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 COMPACTION_META = "agent_memory:compaction"
 

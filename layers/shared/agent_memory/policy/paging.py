@@ -21,7 +21,7 @@ import math
 from typing import Any, TypeGuard
 
 from ..errors import InvalidInput
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .identifiers import validate_identifier
 
 

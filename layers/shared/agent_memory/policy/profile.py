@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import Any, Final
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 CATEGORIES: Final = ("name", "preference", "dislike", "allergy", "diet", "place", "person", "work", "other")
 # The order facts are listed (and kept, when a budget trims them): what must not be got wrong first.

@@ -8,7 +8,7 @@ the limit (the same transaction, or a condition on what was read), so that concu
 from __future__ import annotations
 
 from ..errors import QuotaExceeded
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 SESSIONS_PER_USER = "sessions_per_user"
 EVENTS_PER_SESSION = "events_per_session"

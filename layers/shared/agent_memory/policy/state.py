@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"

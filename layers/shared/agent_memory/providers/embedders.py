@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agent_memory.budget import ModelBudget
 from agent_memory.errors import ModelFailure
 from agent_memory.providers.http import JsonEndpoint
+from agent_memory.runtime.budget import ModelBudget
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _background() -> bool:
     onnxruntime session whatever their size. The numpy pass spares a request's cold start the session's build;
     a background function, warm across its batches, pays that build once and then embeds each text with ~25%
     less CPU (measured on saves of 1-8 texts of ~100 tokens: 0.149 s against 0.194 s for 8)."""
-    from agent_memory import budget
+    from agent_memory.runtime import budget
 
     return budget.current().name == budget.BACKGROUND.name
 
@@ -301,7 +301,7 @@ class BedrockTitanEmbedder:
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
 
-        from agent_memory import budget as budgets
+        from agent_memory.runtime import budget as budgets
 
         if not texts:
             return _empty(self.dim)
@@ -312,7 +312,7 @@ class BedrockTitanEmbedder:
     def _one(self, text: str, deadline: float) -> list[float]:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from agent_memory import aws
+        from agent_memory.runtime import aws
 
         body = json.dumps({"inputText": text if text.strip() else " ", "dimensions": self.dim, "normalize": True})
         try:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from agent_memory import budget as budgets
 from agent_memory.errors import ModelFailure
+from agent_memory.runtime import budget as budgets
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx

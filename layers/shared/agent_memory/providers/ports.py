@@ -6,7 +6,7 @@ from dataclasses import field
 from typing import Any, Protocol
 
 from agent_memory.errors import ModelFailure
-from agent_memory.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from agent_memory.runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 DEFAULT_PROMPT_TEMPLATE = (
     "You maintain the running summary of a conversation between a user and an AI agent. Write a concise "

@@ -11,11 +11,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.budget import ModelBudget
-from agent_memory.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from agent_memory.providers.http import JsonEndpoint
 from agent_memory.providers.ports import DEFAULT_PROMPT_TEMPLATE, Summarizer, SummarizerError, Turn
 from agent_memory.providers.prompt import build_prompt, validate_prompt_template
+from agent_memory.runtime.budget import ModelBudget
+from agent_memory.runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 if TYPE_CHECKING:
     import httpx
@@ -353,7 +353,7 @@ class BedrockSummarizer:
         """The model's answer to ``prompt`` (one user message), within the budget; SummarizerError otherwise."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from agent_memory import aws
+        from agent_memory.runtime import aws
 
         try:
             client = self.client_factory() if self.client_factory else aws.model_client("bedrock-runtime", self.budget)
@@ -417,14 +417,14 @@ def _secrets_provider(client: Any) -> Any:
 
 
 def _ssm_value(parameter_name: str) -> str:
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     value = _ssm_provider(aws.client("ssm")).get(parameter_name, decrypt=True, max_age=API_KEY_MAX_AGE_S)
     return _key_from_value(str(value))
 
 
 def _secret_value(secret_id: str) -> str:
-    from agent_memory import aws
+    from agent_memory.runtime import aws
 
     secret = _secrets_provider(aws.client("secretsmanager")).get(secret_id, max_age=API_KEY_MAX_AGE_S)
     if not isinstance(secret, str):

@@ -67,7 +67,7 @@ from agent_memory.search.lexical import (
     tokenize,
 )
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 if TYPE_CHECKING:
     from agent_memory.providers.embedders import Embedder

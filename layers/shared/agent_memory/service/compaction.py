@@ -10,7 +10,6 @@ from dataclasses import field
 from typing import Any
 
 from ..errors import InvalidInput, SessionNotFound
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.compaction import (
     CompactionPlan,
     CompactionSettings,
@@ -23,6 +22,7 @@ from ..policy.compaction import (
 from ..policy.messages import COMPACTION_META, event_role, is_compaction
 from ..policy.state import ScopedDelta
 from ..providers.ports import Summarizer, ToolCall, ToolResult, Turn
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..stores.ports import (
     EventQuery,
     NewEvent,

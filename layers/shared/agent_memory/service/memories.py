@@ -15,9 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..edge.params import MAX_BATCH, MAX_TOP_K
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
-from ..jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
-from ..params import MAX_BATCH, MAX_TOP_K
 from ..policy.identifiers import validate_identifier
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..stores.ports import (
@@ -30,12 +29,13 @@ from ..stores.ports import (
     SessionKey,
     SessionStore,
 )
+from ..wire.jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
 
 if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (params.py, issue 14)
+    from ..edge.requests import MemoryText
     from ..models import Event
     from ..policy.autosave import MemoryPolicy
     from ..providers.ports import FactExtractor
-    from ..requests import MemoryText
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..aws import capacity_error
+from ..edge.params import MAX_BATCH, MAX_EVENT_PAGE
 from ..errors import (
     AlreadyExists,
     Conflict,
@@ -25,9 +25,6 @@ from ..errors import (
     ToolPairConflict,
     UnprocessableInput,
 )
-from ..jsonio import RESPONSE_CAP, dumps, event_size, wire_size
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
-from ..params import MAX_BATCH, MAX_EVENT_PAGE
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
@@ -40,6 +37,8 @@ from ..policy.paging import (
 )
 from ..policy.preconditions import IfMatch, parse_if_match, parse_if_none_match
 from ..policy.state import merged_state, split_delta, strip_temp
+from ..runtime.aws import capacity_error
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..stores.ports import (
     Deletion,
     DeletionRaced,
@@ -53,6 +52,7 @@ from ..stores.ports import (
     validated_key,
 )
 from ..view import Session
+from ..wire.jsonio import RESPONSE_CAP, dumps, event_size, wire_size
 
 if TYPE_CHECKING:  # the deletions' policy is imported by the deletions only (a create or an append never plans one)
     from ..policy.deletion import DeletePlan

@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..edge.params import EXPORT_FORMAT
 from ..errors import PayloadTooLarge, SessionNotFound, UnprocessableInput
-from ..jsonio import RESPONSE_CAP, event_size
-from ..params import EXPORT_FORMAT
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of, validated_key
+from ..wire.jsonio import RESPONSE_CAP, event_size
 from .sessions import SessionService
 
 if TYPE_CHECKING:
-    from ..requests import SessionDocument  # the import's body, validated by the handler (pydantic)
+    from ..edge.requests import SessionDocument  # the import's body, validated by the handler (pydantic)
 
 logger = logging.getLogger(__name__)
 

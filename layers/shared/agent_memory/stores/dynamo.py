@@ -71,7 +71,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..aws import WRITE_BUDGET_S, capacity_error, error_code
 from ..errors import (
     AlreadyExists,
     Conflict,
@@ -82,10 +81,11 @@ from ..errors import (
     ServiceUnavailable,
     SessionNotFound,
 )
-from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.quotas import NO_QUOTAS, SESSIONS_PER_USER, Quotas
 from ..policy.state import ScopedDelta
+from ..runtime.aws import WRITE_BUDGET_S, capacity_error, error_code
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..wire.jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from .ddbsize import item_size
 from .ports import (
     AppCursor,

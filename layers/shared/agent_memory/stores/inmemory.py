@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ..errors import AlreadyExists, EventIdConflict, PreconditionFailed, SessionNotFound
-from ..jsonio import dumps, event_size
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
+from ..wire.jsonio import dumps, event_size
 from .ports import (
     EVENT_PREFIX,
     TEXT_PREFIX,

@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..policy.identifiers import validate_identifier
 
 # The listing cursors, defined with their tokens; re-exported for the adapters.
 from ..policy.paging import AppCursor as AppCursor
 from ..policy.paging import UserCursor as UserCursor
 from ..policy.state import ScopedDelta
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,9 @@ from dataclasses import field
 from datetime import datetime
 from typing import Any
 
-from .. import aws
 from ..errors import ServiceUnavailable
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime import aws
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
 from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 

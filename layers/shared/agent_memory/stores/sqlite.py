@@ -53,7 +53,6 @@ from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBStreamEvent
 
-from ..aws import WRITE_BUDGET_S
 from ..errors import (
     AlreadyExists,
     EventIdConflict,
@@ -62,9 +61,10 @@ from ..errors import (
     ServiceUnavailable,
     SessionNotFound,
 )
-from ..jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
+from ..runtime.aws import WRITE_BUDGET_S
+from ..wire.jsonio import Unreadable, dumps, event_size, load_stored, readable_timestamp, unreadable_event
 from .ports import (
     EVENT_PREFIX,
     TEXT_PREFIX,

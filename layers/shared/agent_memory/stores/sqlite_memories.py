@@ -43,9 +43,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import aws
 from ..errors import ServiceUnavailable
-from ..lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime import aws
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 
 logger = logging.getLogger(__name__)

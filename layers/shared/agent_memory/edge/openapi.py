@@ -5,7 +5,7 @@ descriptions), bodies and answers from the pydantic models (``requests.py``, ``m
 JSON Schema 2020-12, which OpenAPI 3.1 uses as it is. Field names are the snake_case ones the API documents
 (requests also accept ADK's camelCase aliases). The document is built on first use and kept.
 
-    PYTHONPATH=layers/shared .venv/bin/python -m agent_memory.openapi docs/openapi.json   # make openapi
+    PYTHONPATH=layers/shared .venv/bin/python -m agent_memory.edge.openapi docs/openapi.json   # make openapi
 """
 
 from __future__ import annotations

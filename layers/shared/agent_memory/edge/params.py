@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-from . import plainevents
-from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
-from .policy.identifiers import IDENTIFIER_PATTERN
+from ..policy.identifiers import IDENTIFIER_PATTERN
+from ..wire import plainevents
+from ..wire.jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
 
 # --- bounds shared with requests.py / bounds.py -------------------------------------------------------------------
 MAX_QUERY_CHARS = 10_000  # a memory search query

@@ -25,8 +25,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..policy.identifiers import IDENTIFIER_PATTERN
 from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
-from .policy.identifiers import IDENTIFIER_PATTERN
 
 UNSURE = object()
 """What a reading answers for a body it does not take: pydantic decides (and words the error). ``params.UNSURE``."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import TYPE_CHECKING, Annotated, Any
 
-from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``) only for the OpenAPI document
     from aws_lambda_powertools.event_handler.openapi.params import Body

@@ -15,9 +15,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
-from . import params, plainevents
-from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
-from .policy.identifiers import IDENTIFIER_PATTERN
+from ..policy.identifiers import IDENTIFIER_PATTERN
+from ..wire import plainevents
+from ..wire.jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
+from . import params
 
 # --- sizes (bytes of compact UTF-8 JSON) --------------------------------------------------------------------
 # A session's own state and each state delta: with the item's other attributes this still fits the 400 KB

@@ -36,13 +36,14 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from . import budget, coldgc, params, routes
-from .aws import capacity_error
-from .config import settings
-from .errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
-from .jsonio import RESPONSE_CAP, dumps, wire_size
-from .jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
-from .policy import access
+from ..config import settings
+from ..errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
+from ..policy import access
+from ..runtime import budget, coldgc
+from ..runtime.aws import capacity_error
+from ..wire.jsonio import RESPONSE_CAP, dumps, wire_size
+from ..wire.jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
+from . import params, routes
 
 # Defaults for when the environment does not name them (the template always does): a metric without a
 # namespace would otherwise fail the request that emits it.
@@ -166,7 +167,7 @@ class RequestEvent(APIGatewayProxyEventV2):
             return None
         content_type = self.headers.get("content-type")
         if content_type and "yaml" in content_type.lower():  # PyYAML is imported only when a body may be YAML
-            from .yamlio import content_type_is_yaml, parse_yaml_body
+            from ..wire.yamlio import content_type_is_yaml, parse_yaml_body
 
             if (
                 content_type_is_yaml(content_type)
@@ -200,7 +201,7 @@ IMPORT_PATH_SUFFIX = "/sessions/import"
 
 def yaml_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response[str]:
     """A YAML response (``application/yaml``), refused past ``jsonio.RESPONSE_CAP`` as ``json_response`` does."""
-    from .yamlio import YAML
+    from ..wire.yamlio import YAML
 
     if wire_size(text) > RESPONSE_CAP:
         logger.warning("response over the cap; answered 413", extra={"bytes": wire_size(text), "status": status})

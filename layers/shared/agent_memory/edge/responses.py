@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .models import Event
+from ..models import Event
 
 
 class _Response(BaseModel):

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import ServiceUnavailable
 from . import budget
-from .errors import ServiceUnavailable
 
 # The stores' own retry loops start no new attempt after this long. The last call may still run botocore's
 # three attempts (at most 1 s to connect + 3 s to read each, plus up to 3 s of backoff: 15 s), so a request
@@ -60,7 +60,7 @@ CAPACITY_CODES = frozenset(
 
 # Lean service models (``local/botocore_data.py``): the operations this code calls, without documentation. botocore
 # looks here first, then in its own data (endpoint rules, paginators, waiters, every other service).
-LEAN_MODELS = str(Path(__file__).resolve().parent / "botocore_data")
+LEAN_MODELS = str(Path(__file__).resolve().parents[1] / "botocore_data")
 
 
 @functools.cache

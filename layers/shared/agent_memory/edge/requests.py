@@ -27,6 +27,9 @@ from pydantic import (
     model_validator,
 )
 
+from ..models import Event, reject_two_spellings
+from ..policy.context import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
+from ..policy.identifiers import IDENTIFIER_PATTERN
 from . import params
 from .bounds import (
     MAX_BATCH,
@@ -45,9 +48,6 @@ from .bounds import (
     Timestamp,
     Utf8Str,
 )
-from .models import Event, reject_two_spellings
-from .policy.context import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
-from .policy.identifiers import IDENTIFIER_PATTERN
 
 MAX_TOP_K = params.MAX_TOP_K
 MAX_PAGE = params.MAX_PAGE
