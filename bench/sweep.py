@@ -128,8 +128,9 @@ def run(args: argparse.Namespace, backend: str, per_call: dict[str, float] | Non
 
     from agent_memory.composition import Services, compaction_settings
     from agent_memory.config import Settings
+    from agent_memory.limits import MIN_SESSIONS_PER_WORKER
     from agent_memory.models import Event
-    from agent_memory.policy.compaction import MIN_SESSIONS_PER_WORKER, SESSIONS_PER_WORKER
+    from agent_memory.policy.compaction import SESSIONS_PER_WORKER
     from agent_memory.runtime.budget import SWEEP_RESERVE_S
     from agent_memory.service.compaction import CompactionOutcome, CompactionService
     from agent_memory.service.sessions import SessionService

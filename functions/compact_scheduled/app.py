@@ -9,7 +9,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from agent_memory.composition import services
 from agent_memory.config import settings
 from agent_memory.edge.api import logger, metrics
-from agent_memory.policy.compaction import MIN_SESSIONS_PER_WORKER, SESSIONS_PER_WORKER
+from agent_memory.limits import MIN_SESSIONS_PER_WORKER
+from agent_memory.policy.compaction import SESSIONS_PER_WORKER
 from agent_memory.runtime import budget, coldgc
 
 settings()  # start-up check: a prompt template without {conversation_history} stops the function here

@@ -241,17 +241,18 @@ def test_the_worker_skips_what_is_not_a_session_key(api: Api, aws: dict[str, Any
 
 
 def test_a_share_too_large_for_one_invoke_is_split(aws: dict[str, Any], faults: FaultInjector) -> None:
+    from agent_memory.limits import MAX_SWEEP_PAYLOAD_BYTES
     from agent_memory.runtime.aws import client
-    from agent_memory.stores.lambda_sweep import MAX_PAYLOAD_BYTES, LambdaSweepInvoker, sweep_payload
+    from agent_memory.stores.lambda_sweep import LambdaSweepInvoker, sweep_payload
 
     # A worker's 500 sessions fit one Invoke even with 128-character identifiers (the longest allowed) ...
     keys = [SessionKey("a" * 128, "u" * 124 + f"{i:04d}", "s" * 128) for i in range(700)]
-    assert len(sweep_payload(keys[:500])) <= MAX_PAYLOAD_BYTES
+    assert len(sweep_payload(keys[:500])) <= MAX_SWEEP_PAYLOAD_BYTES
     # ... and a larger share goes in as many as it takes, each under Lambda's 256 KB for an async Invoke.
-    assert len(sweep_payload(keys)) > MAX_PAYLOAD_BYTES
+    assert len(sweep_payload(keys)) > MAX_SWEEP_PAYLOAD_BYTES
     bodies: list[bytes] = []
     faults.respond("Invoke", lambda r: bodies.append(r.body) or Reply(202, b""), times=-1)
     LambdaSweepInvoker(lambda: client("lambda"), WORKER).start(keys)
-    assert len(bodies) == 2 and all(len(b) <= MAX_PAYLOAD_BYTES for b in bodies)
+    assert len(bodies) == 2 and all(len(b) <= MAX_SWEEP_PAYLOAD_BYTES for b in bodies)
     sent = [SessionKey(*k) for b in bodies for k in json.loads(b)["sessions"]]
     assert sent == keys

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from agent_memory.limits import MAX_DATETIME_SECONDS
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
-from agent_memory.wire.jsonio import MAX_TIMESTAMP, dumps, load_stored
+from agent_memory.wire.jsonio import dumps, load_stored
 from tests.conftest import BUCKET, TABLE
 from tests.integration.conftest import Api, Reply, text_event
 
@@ -92,8 +93,8 @@ def test_get_session_reads_poisoned_state_and_events_as_documented(poisoned: Api
         assert events[marked]["error_code"] == "unreadable_event" and "content" not in events[marked]
         assert events[marked]["timestamp"] == 1000.0 + list(events).index(marked)
     assert "missing" in events["gone"]["error_message"]
-    assert events["future"]["timestamp"] == MAX_TIMESTAMP  # clamped into what a datetime holds
-    assert got["last_update_time"] == MAX_TIMESTAMP
+    assert events["future"]["timestamp"] == MAX_DATETIME_SECONDS  # clamped into what a datetime holds
+    assert got["last_update_time"] == MAX_DATETIME_SECONDS
     assert events["fine"]["content"]["parts"][0]["text"] == "text fine"
     assert got["next_token"] is None
 

@@ -14,9 +14,9 @@ from botocore.stub import Stubber
 from agent_memory.composition import Services
 from agent_memory.config import Settings
 from agent_memory.edge.requests import MemoryText
+from agent_memory.limits import MAX_FACT_MODEL_PROMPT_CHARS
 from agent_memory.providers.facts import (
     FACTS_MAX_TOKENS,
-    MAX_MODEL_CHARS,
     ExtractiveFactExtractor,
     ModelFactExtractor,
     parse_model_facts,
@@ -114,7 +114,8 @@ def test_texts_past_the_models_share_are_extracted_offline() -> None:
         asked.append(prompt)
         return httpx.Response(200, json=completion(answer({0: [{"category": "other", "text": "from the model"}]})))
 
-    long = "x " * (MAX_MODEL_CHARS // 2 - 10)  # each ~MAX_MODEL_CHARS chars, clipped to MAX_TEXT_CHARS per text
+    # each ~MAX_FACT_MODEL_PROMPT_CHARS chars, clipped to MAX_FACT_MODEL_TEXT_CHARS per text
+    long = "x " * (MAX_FACT_MODEL_PROMPT_CHARS // 2 - 10)
     texts = [long] * 20 + ["I am vegan"]
     got = ModelFactExtractor(openai(handler)).extract(texts)
     assert len(asked) == 1 and len(got) == 21

@@ -9,17 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent_memory.wire.jsonio import (
-    MAX_DEPTH,
-    MAX_TIMESTAMP,
-    MIN_TIMESTAMP,
-    RawJSON,
-    Unreadable,
-    dumps,
-    load_stored,
-    readable_timestamp,
-    wire_size,
-)
+from agent_memory.limits import MAX_DATETIME_SECONDS, MAX_STORED_JSON_DEPTH, MIN_DATETIME_SECONDS
+from agent_memory.wire.jsonio import RawJSON, Unreadable, dumps, load_stored, readable_timestamp, wire_size
 
 
 def nested(depth: int, leaf: str = "1") -> str:
@@ -34,19 +25,19 @@ def depth_of(value: Any) -> int:
     return depth
 
 
-@pytest.mark.parametrize("depth", [1, MAX_DEPTH])
+@pytest.mark.parametrize("depth", [1, MAX_STORED_JSON_DEPTH])
 def test_values_within_the_depth_decode_as_python_values(depth: int) -> None:
     value = load_stored(nested(depth))
     assert depth_of(value) == depth
 
 
-@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 900, 5_000, 50_000])
+@pytest.mark.parametrize("depth", [MAX_STORED_JSON_DEPTH + 1, 900, 5_000, 50_000])
 def test_deeper_values_decode_without_recursion_and_come_back_verbatim(depth: int) -> None:
     text = '{"a":' + nested(depth) + ',"b":"k"}'
     value = load_stored(text, verbatim=True)
     assert value["b"] == "k"
     # Built down to the bound (the object is level 1), the rest kept as text.
-    assert depth_of(value["a"]) == MAX_DEPTH - 1
+    assert depth_of(value["a"]) == MAX_STORED_JSON_DEPTH - 1
     copy.deepcopy(value)  # safe to walk
     assert dumps(value) == text
 
@@ -55,9 +46,9 @@ def test_deep_subtrees_read_as_their_text_for_code_that_walks_events() -> None:
     text = '{"args":' + nested(200) + "}"
     value = load_stored(text)
     inner: Any = value["args"]
-    for _ in range(MAX_DEPTH - 2):  # down to the list at level MAX_DEPTH
+    for _ in range(MAX_STORED_JSON_DEPTH - 2):  # down to the list at level MAX_STORED_JSON_DEPTH
         inner = inner[0]
-    assert inner == [nested(200 - (MAX_DEPTH - 1))]
+    assert inner == [nested(200 - (MAX_STORED_JSON_DEPTH - 1))]
     json.dumps(value)  # plain values: any encoder takes them
 
 
@@ -111,8 +102,8 @@ def test_wire_size_counts_the_escaping_lambda_adds() -> None:
     [
         (1700000000.5, 1700000000.5),
         (1700000000, 1700000000),
-        (-1e12, MIN_TIMESTAMP),
-        (1e20, MAX_TIMESTAMP),
+        (-1e12, MIN_DATETIME_SECONDS),
+        (1e20, MAX_DATETIME_SECONDS),
         (float("nan"), 7.0),
         (float("inf"), 7.0),
         (True, 7.0),
@@ -147,9 +138,9 @@ def test_the_iterative_decoder_reads_what_the_c_decoder_reads(seed: int) -> None
     for pretty in (False, True):  # whitespace as other writers leave it
         inner = json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=2 if pretty else None)
         # A deep sibling sends the text to the iterative decoder; the value sits at a random depth, built above
-        # MAX_DEPTH and kept as text below it.
-        wrap = rng.randrange(MAX_DEPTH + 2)
-        text = "[" + nested(MAX_DEPTH + 5) + ",\n" + "[" * wrap + inner + "]" * wrap + "]"
+        # MAX_STORED_JSON_DEPTH and kept as text below it.
+        wrap = rng.randrange(MAX_STORED_JSON_DEPTH + 2)
+        text = "[" + nested(MAX_STORED_JSON_DEPTH + 5) + ",\n" + "[" * wrap + inner + "]" * wrap + "]"
         decoded = load_stored(text, verbatim=True)
         assert json.loads(dumps(decoded)) == json.loads(text)
         json.dumps(load_stored(text))
@@ -158,7 +149,7 @@ def test_the_iterative_decoder_reads_what_the_c_decoder_reads(seed: int) -> None
 @pytest.mark.parametrize("seed", range(40))
 def test_damaged_text_is_unreadable_or_reads_as_json_says(seed: int) -> None:
     rng = random.Random(1000 + seed)
-    good = "[" + nested(MAX_DEPTH + 3) + "," + json.dumps([random_json(rng) for _ in range(4)]) + "]"
+    good = "[" + nested(MAX_STORED_JSON_DEPTH + 3) + "," + json.dumps([random_json(rng) for _ in range(4)]) + "]"
     for _ in range(20):
         i = rng.randrange(len(good))
         damaged = good[:i] + rng.choice(['"', "\\\\", "]", "}", ",", ":", "x", "", "1", "[", "{"]) + good[i + 1 :]

@@ -10,7 +10,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from agent_memory.edge.api import field_path, parse_body
-from agent_memory.edge.bounds import MAX_STATE_BYTES, MAX_TIMESTAMP, QueryInt
+from agent_memory.edge.bounds import QueryInt
 from agent_memory.edge.requests import (
     AppendRequest,
     CreateSessionRequest,
@@ -20,15 +20,10 @@ from agent_memory.edge.requests import (
     SearchRequest,
 )
 from agent_memory.errors import InvalidInput, PayloadTooLarge, PreconditionFailed
+from agent_memory.limits import MAX_DOCUMENT_DEPTH, MAX_STATE_BYTES, MAX_TIMESTAMP, MAX_VALUE_DEPTH
 from agent_memory.models import Event
 from agent_memory.policy.preconditions import IfMatch, parse_if_match
-from agent_memory.wire.jsonvalues import (
-    MAX_DOCUMENT_DEPTH,
-    MAX_VALUE_DEPTH,
-    JsonRejected,
-    check_json_value,
-    parse_json_body,
-)
+from agent_memory.wire.jsonvalues import JsonRejected, check_json_value, parse_json_body
 
 APPEND: TypeAdapter[Any] = TypeAdapter(AppendRequest)
 

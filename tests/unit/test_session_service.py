@@ -16,7 +16,8 @@ from agent_memory.errors import (
     SessionNotFound,
     UnprocessableInput,
 )
-from agent_memory.service.sessions import MAX_BATCH, AppendOutcome, SessionService, parse_timestamp
+from agent_memory.limits import MAX_BATCH
+from agent_memory.service.sessions import AppendOutcome, SessionService, parse_timestamp
 from agent_memory.stores.inmemory import InMemoryPublisher, InMemorySessionStore
 from tests.unit.edge import through_edge
 

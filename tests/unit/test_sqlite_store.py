@@ -7,10 +7,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent_memory.limits import MAX_DATETIME_SECONDS
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
-from agent_memory.wire.jsonio import MAX_TIMESTAMP, RawJSON, dumps
+from agent_memory.wire.jsonio import RawJSON, dumps
 from tests.contract.test_session_store import KEY, event, record
 
 
@@ -160,11 +161,11 @@ def test_no_stored_value_poisons_a_read(tmp_path: Path) -> None:
         dumps(events[0])
         == '{"author":"user","custom_metadata":{"k":' + DEEP + '},"seq":1,"id":"deep","timestamp":1000.0}'
     )
-    assert events[3]["timestamp"] == MAX_TIMESTAMP and events[1]["timestamp"] == 1001.0
+    assert events[3]["timestamp"] == MAX_DATETIME_SECONDS and events[1]["timestamp"] == 1001.0
     assert dumps(events)  # every event encodes for a response
     changes = store.changes(store.read_changes(0, 100))
     assert [c.event.get("error_code") for c in changes] == [None, "unreadable_event", "unreadable_event", None, None]
     got = store.get_session(KEY)
     assert got is not None and set(got.state) == {"deep"} and isinstance(innermost(got.state["deep"]), RawJSON)
-    assert got.update_time == MAX_TIMESTAMP
+    assert got.update_time == MAX_DATETIME_SECONDS
     db.close()

@@ -38,11 +38,12 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from ..config import settings
 from ..errors import AgentMemoryError, InvalidInput, ModelFailure, PayloadTooLarge, ServiceUnavailable, Unauthorized
+from ..limits import MAX_BODY_BYTES
 from ..policy import access
 from ..runtime import budget, coldgc
 from ..runtime.aws import capacity_error
 from ..wire.jsonio import RESPONSE_CAP, dumps, wire_size
-from ..wire.jsonvalues import MAX_BODY_BYTES, JsonRejected, JsonTooLarge, parse_json_body
+from ..wire.jsonvalues import JsonRejected, JsonTooLarge, parse_json_body
 from . import params, routes
 
 # Defaults for when the environment does not name them (the template always does): a metric without a

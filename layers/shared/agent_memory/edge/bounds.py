@@ -15,27 +15,19 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
+from ..limits import (
+    MAX_MEMO_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_STATE_BYTES,
+    MAX_TIMESTAMP,
+    MAX_TOOL_JSON_BYTES,
+    MAX_VALUE_DEPTH,
+    MIN_TIMESTAMP,
+)
 from ..policy.identifiers import IDENTIFIER_PATTERN
-from ..wire import plainevents
-from ..wire.jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
-from . import params
+from ..wire.jsonvalues import JsonRejected, check_json_value
 
-# --- sizes (bytes of compact UTF-8 JSON) --------------------------------------------------------------------
-# A session's own state and each state delta: with the item's other attributes this still fits the 400 KB
-# DynamoDB item that holds a session's state.
-MAX_STATE_BYTES = params.MAX_STATE_BYTES
-MAX_METADATA_BYTES = (
-    plainevents.MAX_METADATA_BYTES
-)  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
-MAX_TOOL_JSON_BYTES = plainevents.MAX_TOOL_JSON_BYTES  # a function call's args, a function response's response
-MAX_QUERY_CHARS = params.MAX_QUERY_CHARS  # a memory search query
-MAX_MEMORY_TEXT = params.MAX_MEMORY_TEXT  # one directly added memory text
-MAX_PARAMETER_CHARS = params.MAX_PARAMETER_CHARS  # any other query parameter or header
-MAX_BATCH = params.MAX_BATCH  # events in one append, memories in one save
-
-# --- times: seconds since the epoch that both DynamoDB numbers and Python datetimes hold --------------------
-MIN_TIMESTAMP = params.MIN_TIMESTAMP
-MAX_TIMESTAMP = params.MAX_TIMESTAMP  # 9999-12-31T23:59:59Z, the last second a datetime holds
+# Sizes are bytes of compact UTF-8 JSON; the numbers themselves are in limits.py.
 
 
 def _payload_too_large(size: int, limit: int) -> PydanticCustomError:
@@ -192,7 +184,6 @@ def check_extra_json(value: Any) -> None:
 
 
 # --- a session's memo (``PUT …/memo``, exports) -------------------------------------------------------------
-MAX_MEMO_BYTES = 65_536
 
 Memo = Annotated[
     dict[str, Any],

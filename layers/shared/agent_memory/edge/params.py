@@ -25,23 +25,26 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from ..limits import (
+    MAX_BATCH,
+    MAX_CONTEXT_MEMORIES,
+    MAX_EVENT_PAGE,
+    MAX_MEMORY_TEXT,
+    MAX_NEXT_TOKEN,
+    MAX_PAGE,
+    MAX_PARAMETER_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_STATE_BYTES,
+    MAX_TIMESTAMP,
+    MAX_TOP_K,
+    MAX_VALUE_DEPTH,
+    MIN_TIMESTAMP,
+)
 from ..policy.identifiers import IDENTIFIER_PATTERN
 from ..wire import plainevents
-from ..wire.jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
+from ..wire.jsonvalues import JsonRejected, check_json_value
 
 # --- bounds shared with requests.py / bounds.py -------------------------------------------------------------------
-MAX_QUERY_CHARS = 10_000  # a memory search query
-MAX_PARAMETER_CHARS = 4_096  # any other query parameter or header
-MAX_BATCH = plainevents.MAX_BATCH  # events in one append, memories in one save
-MAX_MEMORY_TEXT = 20_000  # one directly added memory text
-MAX_STATE_BYTES = plainevents.MAX_STATE_BYTES  # a session's own state and each state delta (bounds.State)
-MAX_TOP_K = 100
-MAX_PAGE = 100
-MAX_EVENT_PAGE = 1000
-MAX_NEXT_TOKEN = 1024
-MIN_TIMESTAMP = plainevents.MIN_TIMESTAMP
-MAX_TIMESTAMP = plainevents.MAX_TIMESTAMP  # 9999-12-31T23:59:59Z, the last second a datetime holds
-MAX_CONTEXT_MEMORIES = 50  # policy.context's (a test checks they agree)
 EXPORT_FORMAT = "agent-memory/session@1"  # the export document's ``format``
 
 UNION_TAGS = frozenset({"<batch>", "<event>", "<session>", "<texts>", "<events>"})

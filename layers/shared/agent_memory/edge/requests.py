@@ -27,15 +27,23 @@ from pydantic import (
     model_validator,
 )
 
+from ..limits import (
+    MAX_BATCH,
+    MAX_CONTEXT_MEMORIES,
+    MAX_EVENT_PAGE,
+    MAX_MEMORY_TEXT,
+    MAX_NEXT_TOKEN,
+    MAX_PAGE,
+    MAX_PARAMETER_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SYSTEM_CHARS,
+    MAX_SYSTEM_MESSAGES,
+    MAX_TOP_K,
+)
 from ..models import Event, reject_two_spellings
-from ..policy.context import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
 from ..policy.identifiers import IDENTIFIER_PATTERN
 from . import params
 from .bounds import (
-    MAX_BATCH,
-    MAX_MEMORY_TEXT,
-    MAX_PARAMETER_CHARS,
-    MAX_QUERY_CHARS,
     Fraction,
     Identifier,
     Memo,
@@ -48,10 +56,6 @@ from .bounds import (
     Timestamp,
     Utf8Str,
 )
-
-MAX_TOP_K = params.MAX_TOP_K
-MAX_PAGE = params.MAX_PAGE
-MAX_EVENT_PAGE = params.MAX_EVENT_PAGE
 
 _ID = "1-128 characters of [A-Za-z0-9._:@-], starting with a letter or digit"
 
@@ -102,7 +106,7 @@ EventPageLimit = Annotated[
 ]
 NextToken = Annotated[
     Utf8Str | None,
-    Query(max_length=params.MAX_NEXT_TOKEN, description="the opaque token of the previous page's `next_token`"),
+    Query(max_length=MAX_NEXT_TOKEN, description="the opaque token of the previous page's `next_token`"),
 ]
 SearchQuery = Annotated[
     Utf8Str,

@@ -216,7 +216,6 @@ def due_after(plan: CompactionPlan, events: list[dict[str, Any]], summary: str, 
 # invocations even with 128-character identifiers); what it has no time for stays due for the next run.
 SESSIONS_PER_WORKER = 500
 # Fewer sessions than this per worker and fewer workers start: each start costs an invocation and a cold start.
-MIN_SESSIONS_PER_WORKER = 50
 
 
 def sweep_shares[T](due: list[T], workers: int, min_share: int) -> list[list[T]]:

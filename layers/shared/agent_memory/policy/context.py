@@ -25,15 +25,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput, UnprocessableInput
+from ..limits import MAX_CONTEXT_MEMORIES, MAX_SYSTEM_CHARS, MAX_SYSTEM_MESSAGES
 from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .messages import Message, compaction_range, event_messages, is_compaction, summary_text
 
 FORMATS = ("openai", "full", "adk")
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 MEMORIES_PREFIX = "Relevant memories of earlier conversations:\n"
-MAX_SYSTEM_MESSAGES = 20
-MAX_SYSTEM_CHARS = 200_000  # all base system messages together
-MAX_CONTEXT_MEMORIES = 50
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,8 @@ it against a labelled set of LoCoMo turns.
 from __future__ import annotations
 
 import re
-from typing import Final
 
-MAX_OBJECT_WORDS: Final = 8
-MAX_FACTS_PER_TEXT: Final = 12
-MAX_TEXT_CHARS: Final = 4000  # what a long memory is read of (facts are stated early; the rest is cost)
+from ..limits import MAX_FACT_OBJECT_WORDS, MAX_FACT_SOURCE_CHARS, MAX_FACTS_PER_TEXT
 
 _I = re.IGNORECASE
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
@@ -238,7 +235,7 @@ _VAGUE = re.compile(
 
 
 def _sentences(text: str) -> list[str]:
-    text = text.translate(_APOSTROPHES)[:MAX_TEXT_CHARS]
+    text = text.translate(_APOSTROPHES)[:MAX_FACT_SOURCE_CHARS]
     return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
@@ -253,7 +250,7 @@ def _object(raw: str) -> str | None:
         return quoted.group(1).strip()
     words = _TRAILING.sub("", words).strip(" '\"-")
     words = _LEADING.sub("", words) if len(words.split()) > 1 else words
-    if not words or _VAGUE.match(words) or len(words.split()) > MAX_OBJECT_WORDS:
+    if not words or _VAGUE.match(words) or len(words.split()) > MAX_FACT_OBJECT_WORDS:
         return None
     return words
 

@@ -20,13 +20,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import Any, Final
 
+from ..limits import MAX_FACT_CHARS, MAX_FACTS_PER_MEMORY
 from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 CATEGORIES: Final = ("name", "preference", "dislike", "allergy", "diet", "place", "person", "work", "other")
 # The order facts are listed (and kept, when a budget trims them): what must not be got wrong first.
 IMPORTANCE: Final = ("name", "allergy", "diet", "dislike", "preference", "person", "place", "work", "other")
-MAX_FACT_CHARS: Final = 200
-MAX_FACTS_PER_MEMORY: Final = 20
 PROFILE_HEADER: Final = "What is known about the user:"
 
 _TASTE = re.compile(r"^(?:likes|loves|enjoys|prefers|dislikes|hates|does not like)\s+(.+)$", re.IGNORECASE)

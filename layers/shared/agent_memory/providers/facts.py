@@ -1,10 +1,10 @@
 """Fact extractors behind the ``FactExtractor`` port: the offline patterns (``policy/facts.py``), and a model
 (the configured OpenAI-compatible or Bedrock summarizer) asked for JSON facts, falling back to the patterns.
 
-A model extractor makes one call per save, within the use's model budget (``budget.py``: the request's or
-auto-save's), for the first ``MAX_MODEL_CHARS`` of the new texts (each clipped to ``MAX_TEXT_CHARS``); texts
-beyond that, and every text of a call that fails (timeout, throttle, an answer that is not the JSON asked for),
-get the offline extractor's facts instead, and the failure is logged: a save never fails for its profile.
+A model extractor makes one call per save, within the use's model budget (``budget.py``: the request's or auto-save's),
+for the first ``MAX_FACT_MODEL_PROMPT_CHARS`` of the new texts (each clipped to ``MAX_FACT_MODEL_TEXT_CHARS``); texts
+beyond that, and every text of a call that fails (timeout, throttle, an answer that is not the JSON asked for), get the
+offline extractor's facts instead, and the failure is logged: a save never fails for its profile.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from agent_memory.policy.facts import extract_facts
 from agent_memory.policy.profile import CATEGORIES, clean_facts
 from agent_memory.providers.prompt import clip
 
+from ..limits import MAX_FACT_MODEL_PROMPT_CHARS, MAX_FACT_MODEL_TEXT_CHARS
+
 logger = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 2000
-MAX_MODEL_CHARS = 24000
 FACTS_MAX_TOKENS = 2048
 
 FACTS_PROMPT = (
@@ -94,8 +94,8 @@ class ModelFactExtractor:
         asked: list[int] = []
         used = 0
         for i, text in enumerate(texts):
-            size = min(len(text), MAX_TEXT_CHARS)
-            if used + size > MAX_MODEL_CHARS and asked:
+            size = min(len(text), MAX_FACT_MODEL_TEXT_CHARS)
+            if used + size > MAX_FACT_MODEL_PROMPT_CHARS and asked:
                 break
             asked.append(i)
             used += size
@@ -115,6 +115,8 @@ class ModelFactExtractor:
     def _ask(self, texts: list[str]) -> list[list[dict[str, str]]]:
         if not texts:
             return []
-        numbered = "\n".join(f"[{i}] {' '.join(clip(t, MAX_TEXT_CHARS).split())}" for i, t in enumerate(texts))
+        numbered = "\n".join(
+            f"[{i}] {' '.join(clip(t, MAX_FACT_MODEL_TEXT_CHARS).split())}" for i, t in enumerate(texts)
+        )
         answer = self.model.complete(FACTS_PROMPT.format(messages=numbered), max_tokens=FACTS_MAX_TOKENS)
         return parse_model_facts(answer, len(texts))

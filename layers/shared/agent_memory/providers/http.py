@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent_memory.errors import ModelFailure
+from agent_memory.limits import MIN_ATTEMPT_S
 from agent_memory.runtime import budget as budgets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,7 +93,7 @@ class JsonEndpoint:
         for attempt in range(use.attempts):
             pause = use.backoff_before(attempt)
             timeout = min(use.attempt_timeout_s, end - time.monotonic() - pause)
-            if timeout < budgets.MIN_ATTEMPT_S:  # no time for (another) attempt: what failed last is the answer
+            if timeout < MIN_ATTEMPT_S:  # no time for (another) attempt: what failed last is the answer
                 break
             if pause:
                 time.sleep(pause)

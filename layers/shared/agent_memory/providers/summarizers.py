@@ -17,6 +17,8 @@ from agent_memory.providers.prompt import build_prompt, validate_prompt_template
 from agent_memory.runtime.budget import ModelBudget
 from agent_memory.runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
+from ..limits import MAX_SUMMARY_SENTENCE_CHARS
+
 if TYPE_CHECKING:
     import httpx
 
@@ -94,7 +96,6 @@ _TOOL_ITEM = re.compile(r"^([\w.:/@-]{1,128})(?:\s*×\s*(\d+))?$")
 _ROLE_WEIGHT = {"user": 2.0, "assistant": 1.0, "system": 1.0, "tool": 0.5}
 _PREVIOUS_WEIGHT = 3.0  # previous-summary sentences: user weight x 1.5 ...
 _PREVIOUS_BONUS = 2.0  # ... plus a bonus, so rolled-up facts outrank new filler
-_MAX_SENTENCE_CHARS = 400
 
 
 def _split_sentences(text: str) -> list[str]:
@@ -200,8 +201,8 @@ class ExtractiveSummarizer:
             nonlocal index
             if score <= 0:
                 return
-            if len(line) > _MAX_SENTENCE_CHARS:
-                line = line[: _MAX_SENTENCE_CHARS - 1] + "…"
+            if len(line) > MAX_SUMMARY_SENTENCE_CHARS:
+                line = line[: MAX_SUMMARY_SENTENCE_CHARS - 1] + "…"
             key = _dedup_key(line)
             if not key:
                 return

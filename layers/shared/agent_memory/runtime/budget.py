@@ -26,13 +26,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ..limits import MIN_ATTEMPT_S
 from .lazyclass import dataclass  # processed on first instance (lazyclass.py)
 
 # Room kept after the last model call for the store's write and the answer (the stores' own retries are
 # bounded by aws.WRITE_BUDGET_S; this reserve is for the usual case, the deadline for the worst one).
 ANSWER_RESERVE_S = 5.0
 # An attempt shorter than this is not started: it could not get an answer from a model anyway.
-MIN_ATTEMPT_S = 1.0
 # Connecting is quick or it is not going to happen; the rest of an attempt's time is for the answer.
 CONNECT_TIMEOUT_S = 2.0
 

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..edge.params import MAX_QUERY_CHARS
 from ..errors import SessionNotFound
+from ..limits import MAX_QUERY_CHARS
 from ..policy.context import (
     ContextOptions,
     ProfileFacts,

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..edge.params import MAX_BATCH, MAX_TOP_K
 from ..errors import InvalidInput, SessionNotFound, UnprocessableInput
+from ..limits import MAX_BATCH, MAX_DATETIME_SECONDS, MAX_TOP_K, MIN_DATETIME_SECONDS
 from ..policy.identifiers import validate_identifier
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..stores.ports import (
@@ -29,7 +29,7 @@ from ..stores.ports import (
     SessionKey,
     SessionStore,
 )
-from ..wire.jsonio import MAX_TIMESTAMP, MIN_TIMESTAMP, dumps
+from ..wire.jsonio import dumps
 
 if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (params.py, issue 14)
     from ..edge.requests import MemoryText
@@ -68,11 +68,6 @@ def claim_key(record: MemoryRecord) -> str:
     return TEXT_PREFIX + record.id[2:]
 
 
-# The timestamps a datetime holds (years 1 to 9999), in epoch seconds.
-_MIN_TS = MIN_TIMESTAMP
-_MAX_TS = MAX_TIMESTAMP
-
-
 def _finite_timestamp(value: Any) -> float | None:
     """``value`` as epoch seconds when it is a number a datetime can hold; None otherwise."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -81,13 +76,13 @@ def _finite_timestamp(value: Any) -> float | None:
         ts = float(value)
     except (ValueError, OverflowError):
         return None
-    return ts if math.isfinite(ts) and _MIN_TS <= ts <= _MAX_TS else None
+    return ts if math.isfinite(ts) and MIN_DATETIME_SECONDS <= ts <= MAX_DATETIME_SECONDS else None
 
 
 def _iso(ts: float) -> str:
     safe = _finite_timestamp(ts)
     if safe is None:  # out of range: the nearest end (NaN: the epoch)
-        safe = _MAX_TS if ts > 0 else _MIN_TS if ts < 0 else 0.0
+        safe = MAX_DATETIME_SECONDS if ts > 0 else MIN_DATETIME_SECONDS if ts < 0 else 0.0
     return datetime.fromtimestamp(safe, tz=UTC).isoformat().replace("+00:00", "Z")
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..edge.params import MAX_BATCH, MAX_EVENT_PAGE
 from ..errors import (
     AlreadyExists,
     Conflict,
@@ -25,6 +24,7 @@ from ..errors import (
     ToolPairConflict,
     UnprocessableInput,
 )
+from ..limits import MAX_BATCH, MAX_EVENT_PAGE, MAX_PAGE
 from ..policy.identifiers import validate_identifier, validate_new_session_id
 from ..policy.paging import (
     AppCursor,
@@ -79,7 +79,6 @@ class AppendedEvent(Protocol):
 logger = logging.getLogger(__name__)
 
 DEFAULT_PAGE = 20
-MAX_PAGE = 100
 # A deletion planned on events that moved before it committed is planned again, at most this often.
 DELETE_ATTEMPTS = 20
 PAIRS = ("delete", "reject")

@@ -12,10 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..limits import MAX_SWEEP_PAYLOAD_BYTES
 from .ports import SessionKey
 
 # Lambda's limit for an asynchronous invocation's payload (256 KB), with a margin for the JSON around the keys.
-MAX_PAYLOAD_BYTES = 250_000
 
 
 def sweep_payload(keys: list[SessionKey]) -> bytes:
@@ -32,7 +32,7 @@ class LambdaSweepInvoker:
 
     def start(self, keys: list[SessionKey]) -> dict[str, Any] | None:
         payload = sweep_payload(keys)
-        if len(payload) > MAX_PAYLOAD_BYTES:
+        if len(payload) > MAX_SWEEP_PAYLOAD_BYTES:
             # Identifiers are at most 128 characters each: 500 keys fit; a larger share is split here.
             half = len(keys) // 2
             self.start(keys[:half])

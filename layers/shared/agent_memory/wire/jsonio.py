@@ -4,10 +4,10 @@ encoded with what Lambda will carry measured.
 Stored JSON (state values, event bodies) was written by earlier versions of the service with looser bounds, or by
 anyone holding the table. :func:`load_stored` decodes it without ever raising anything but :class:`Unreadable`:
 
-- values nested up to :data:`MAX_DEPTH` decode to plain Python values with the C decoder; a deeper subtree (any
-  depth, past what ``json`` or pydantic can recurse through) is decoded iteratively and kept as its JSON text:
-  a :class:`RawJSON` that :func:`dumps` splices into a response verbatim (``verbatim=True``), or a plain ``str``
-  holding that text (``verbatim=False``, for code that walks events: context, compaction, memory);
+- values nested up to :data:`MAX_STORED_JSON_DEPTH` decode to plain Python values with the C decoder; a deeper subtree
+  (any depth, past what ``json`` or pydantic can recurse through) is decoded iteratively and kept as its JSON text: a
+  :class:`RawJSON` that :func:`dumps` splices into a response verbatim (``verbatim=True``), or a plain ``str`` holding
+  that text (``verbatim=False``, for code that walks events: context, compaction, memory);
 - ``NaN`` and ``Infinity`` (never valid JSON) read as null; numbers no float or int holds (``1e400``, 5,000
   digits) keep their text;
 - text that is not JSON raises :class:`Unreadable`, for the caller to mark or skip.
@@ -21,9 +21,10 @@ import re
 import secrets
 from typing import Any
 
+from ..limits import MAX_DATETIME_SECONDS, MAX_STORED_JSON_DEPTH, MIN_DATETIME_SECONDS
+
 # Deeper than any value the write path accepts (its bound is far lower), shallow enough that every consumer of
 # decoded values (copy.deepcopy, the C encoder, pydantic) stays well inside the interpreter's recursion limit.
-MAX_DEPTH = 64
 # Lambda refuses responses over 6 MB (6,291,456 bytes) *as it carries them*: the body JSON-escaped into the
 # proxy result. Responses are cut (pages) or refused (413) at this many bytes of escaped body, which leaves room
 # for the envelope and headers.
@@ -114,7 +115,8 @@ def _constant(_: str) -> None:
 
 
 def load_stored(data: str | bytes, *, verbatim: bool = False) -> Any:
-    """Decode stored JSON text; values nested past :data:`MAX_DEPTH` come back as their text (see the module).
+    """Decode stored JSON text; values nested past :data:`MAX_STORED_JSON_DEPTH` come back as their text (see the
+    module).
 
     Raises :class:`Unreadable` (only) for text that is not JSON.
     """
@@ -125,7 +127,7 @@ def load_stored(data: str | bytes, *, verbatim: bool = False) -> Any:
             raise Unreadable(f"not UTF-8: {exc}") from exc
     else:
         text = data
-    if _within_depth(text, MAX_DEPTH):
+    if _within_depth(text, MAX_STORED_JSON_DEPTH):
         hooks: dict[str, Any] = {"parse_constant": _constant, "parse_float": _float(verbatim)}
         try:
             try:
@@ -134,7 +136,7 @@ def load_stored(data: str | bytes, *, verbatim: bool = False) -> Any:
                 raise
             except ValueError:  # an integer past the interpreter's digit limit: parse integers one by one
                 return json.loads(text, parse_int=_int(verbatim), **hooks)
-        except RecursionError:  # cannot happen within MAX_DEPTH; the iterative decoder has no such limit
+        except RecursionError:  # cannot happen within MAX_STORED_JSON_DEPTH; the iterative decoder has no such limit
             pass
         except ValueError as exc:
             raise Unreadable(str(exc)) from exc
@@ -162,8 +164,8 @@ class _Frame:
 
 
 class _IterativeDecoder:
-    """A JSON decoder with an explicit stack: any depth, no recursion. Builds values down to MAX_DEPTH and keeps
-    each deeper subtree as its text (validated all the same)."""
+    """A JSON decoder with an explicit stack: any depth, no recursion. Builds values down to MAX_STORED_JSON_DEPTH and
+    keeps each deeper subtree as its text (validated all the same)."""
 
     def __init__(self, text: str, verbatim: bool) -> None:
         self.text = text
@@ -208,7 +210,7 @@ class _IterativeDecoder:
             if punct in ("[", "{"):
                 if expect not in ("value", "value]"):
                     raise Unreadable(f"unexpected {punct!r} at character {match.start(1)}")
-                if not skipping and len(stack) >= MAX_DEPTH:
+                if not skipping and len(stack) >= MAX_STORED_JSON_DEPTH:
                     raw_start, skipping = match.start(1), True
                 stack.append(_Frame(punct, None if skipping else ([] if punct == "[" else {})))
                 expect = "value]" if punct == "[" else "key}"
@@ -220,7 +222,7 @@ class _IterativeDecoder:
                 frame = stack.pop()
                 if frame.value is not None:
                     expect = emit(frame.value)
-                elif len(stack) == MAX_DEPTH:  # the kept subtree closes
+                elif len(stack) == MAX_STORED_JSON_DEPTH:  # the kept subtree closes
                     raw = text[raw_start : match.end(1)]
                     raw_start = -1
                     expect = emit(RawJSON(raw) if self.verbatim else raw)
@@ -302,8 +304,6 @@ def event_size(event: Any) -> int:
 # --- times ----------------------------------------------------------------------------------------------------
 
 # What a datetime holds: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
-MIN_TIMESTAMP = -62135596800.0
-MAX_TIMESTAMP = 253402300799.0
 
 
 def readable_timestamp(value: Any, fallback: float = 0.0) -> float | int:
@@ -313,10 +313,10 @@ def readable_timestamp(value: Any, fallback: float = 0.0) -> float | int:
         return fallback
     if isinstance(value, float) and not math.isfinite(value):
         return fallback
-    if value < MIN_TIMESTAMP:
-        return MIN_TIMESTAMP
-    if value > MAX_TIMESTAMP:
-        return MAX_TIMESTAMP
+    if value < MIN_DATETIME_SECONDS:
+        return MIN_DATETIME_SECONDS
+    if value > MAX_DATETIME_SECONDS:
+        return MAX_DATETIME_SECONDS
     return value
 
 

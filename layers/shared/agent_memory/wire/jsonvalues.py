@@ -18,12 +18,7 @@ import math
 import re
 from typing import Any
 
-MAX_BODY_BYTES = 6_000_000  # Lambda's request payload limit: a larger body never reaches a deployed function
-MAX_DOCUMENT_DEPTH = 64  # a whole request body; bounded fields inside it allow MAX_VALUE_DEPTH
-MAX_VALUE_DEPTH = 32  # state, metadata, tool arguments (DynamoDB's own limit for nested attributes)
-MAX_INT_DIGITS = 38  # DynamoDB numbers carry 38 significant digits
-MAX_NUMBER = 9.9999999999999999999999999999999999999e125  # DynamoDB's largest magnitude
-MIN_NUMBER = 1e-130  # DynamoDB's smallest non-zero magnitude
+from ..limits import MAX_BODY_BYTES, MAX_DOCUMENT_DEPTH, MAX_INT_DIGITS, MAX_NUMBER, MAX_VALUE_DEPTH, MIN_NUMBER
 
 # A JSON string literal, removed before looking at the structure. An unterminated one runs to the end of the
 # text (optionally ending in a lone backslash): the match never fails once it starts at a quote, so the scan

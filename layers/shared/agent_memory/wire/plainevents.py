@@ -25,19 +25,22 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..limits import (
+    MAX_BATCH,
+    MAX_METADATA_BYTES,
+    MAX_STATE_BYTES,
+    MAX_TIMESTAMP,
+    MAX_TOOL_JSON_BYTES,
+    MAX_VALUE_DEPTH,
+    MIN_TIMESTAMP,
+)
 from ..policy.identifiers import IDENTIFIER_PATTERN
-from .jsonvalues import MAX_VALUE_DEPTH, JsonRejected, check_json_value
+from .jsonvalues import JsonRejected, check_json_value
 
 UNSURE = object()
 """What a reading answers for a body it does not take: pydantic decides (and words the error). ``params.UNSURE``."""
 
 # The bounds bounds.py declares (it imports them from here / params.py).
-MAX_BATCH = 100
-MAX_STATE_BYTES = 300_000
-MAX_METADATA_BYTES = 100_000
-MAX_TOOL_JSON_BYTES = 2_000_000
-MIN_TIMESTAMP = 0.0
-MAX_TIMESTAMP = 253_402_300_799.0
 
 _CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
 _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

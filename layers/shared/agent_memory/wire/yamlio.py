@@ -24,8 +24,9 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.error import MarkedYAMLError, YAMLError
 
+from ..limits import MAX_BODY_BYTES, MAX_DOCUMENT_DEPTH
 from .jsonio import RawJSON
-from .jsonvalues import MAX_BODY_BYTES, MAX_DOCUMENT_DEPTH, JsonRejected, JsonTooLarge, check_json_value
+from .jsonvalues import JsonRejected, JsonTooLarge, check_json_value
 
 YAML = "application/yaml"
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
