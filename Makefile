@@ -75,12 +75,12 @@ build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
 
 smoke: $(STAMP)  # the README's quick start against API_URL: SigV4-signed for an execute-api URL, else unsigned
 	@test -n "$(API_URL)" || { echo "usage: make smoke API_URL=<the stack's ApiUrl output, or http://127.0.0.1:3000>"; exit 2; }
-	$(BIN)/python -m bench.smoke --url "$(API_URL)"
+	$(BIN)/python -m local.smoke --url "$(API_URL)"
 
-bench: $(STAMP)  # the quick ones; see the README for bench.locomo, bench.locomo_service and bench.memory
-	$(BIN)/python -m bench.requests
-	$(BIN)/python -m bench.context
-	$(BIN)/python -m bench.cold_start
+bench: $(STAMP)  # the quick ones; see the README for bench.quality.locomo, bench.quality.locomo_service and bench.perf.memory
+	$(BIN)/python -m bench.perf.requests
+	$(BIN)/python -m bench.perf.context
+	$(BIN)/python -m bench.perf.cold_start
 
 lock: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.in

@@ -274,7 +274,7 @@ def start(
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # TCP_NODELAY: headers and body go out in two writes; with Nagle on, a keep-alive client's delayed ACK
-        # held every answer ~40 ms (bench/client_overhead.py: ~45 ms -> 2-7 ms per call).
+        # held every answer ~40 ms (bench/perf/client_overhead.py: ~45 ms -> 2-7 ms per call).
         disable_nagle_algorithm = True
 
         def _serve(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_memory import composition
-from bench.aws_counter import RequestCounter
+from bench.support.aws_counter import RequestCounter
 
 # A test process imports the search handler many times over (a cold search function's init pauses the garbage
 # collector until its first search, then freezes what is alive): not here. tests/unit/test_cold_gc.py tests it.

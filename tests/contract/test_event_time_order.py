@@ -14,7 +14,7 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
-from bench.aws_counter import RequestCounter
+from bench.support.aws_counter import RequestCounter
 from tests.conftest import BUCKET, TABLE
 from tests.contract import test_session_store
 from tests.contract.test_session_store import event, record

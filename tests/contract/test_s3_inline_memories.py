@@ -15,7 +15,7 @@ from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.memory_parts import decode_part
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.s3_memories import S3MemoryStore
-from bench.aws_counter import RequestCounter
+from bench.support.aws_counter import RequestCounter
 from tests.conftest import BUCKET, race
 from tests.memory_objects import inline_records, version_bytes
 from tests.unit.test_search import HashEmbedder

@@ -154,7 +154,7 @@ def test_the_layer_ships_nothing_the_runtime_brings(probe: dict[str, Any]) -> No
 
 def test_the_layer_leaves_room_under_lambdas_size_limit() -> None:
     # Lambda allows 250 MiB unzipped for a function and its layers. The host's wheels are the larger build (x86-64
-    # numpy bundles a bigger OpenBLAS than aarch64: 177 against 155 MiB, `python -m bench.layer_size`); a new
+    # numpy bundles a bigger OpenBLAS than aarch64: 177 against 155 MiB, `python -m bench.perf.layer_size`); a new
     # dependency that eats the last 50 MiB of room should be a decision, not an accident.
     packages = layer_packages()
     size = sum(f.stat().st_size for f in packages.rglob("*") if f.is_file())

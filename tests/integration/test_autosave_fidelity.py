@@ -1,6 +1,6 @@
 """Auto-save through `make run` stores what an explicit save stores: the same text, author, time and retrieval
-context for every turn, however the change feed cuts the turns into batches (issue 13: the goal figure is
-measured through auto-save, `bench.locomo_http`, and must not depend on where a batch starts), and the same reply
+context for every turn, however the change feed cuts the turns into batches (the recall figures are measured
+through auto-save, `bench.quality.locomo_http`, and must not depend on where a batch starts), and the same reply
 unless a batch ended at the turn."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def conversation(session: int, ben_role: str) -> list[dict[str, Any]]:
     ]
 
 
-# Two people (both content role user, as bench.locomo_http sends LoCoMo) and a person with an agent (content role
-# model: the default policy drops the agent's turns, and with them from every context).
+# Two people (both content role user, as bench.quality.locomo_http sends LoCoMo) and a person with an agent (content
+# role model: the default policy drops the agent's turns, and with them from every context).
 SESSIONS = {"people": conversation(1, "user"), "agent": conversation(2, "model")}
 
 

@@ -15,7 +15,7 @@ from agent_memory.service.sessions import SessionService
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
-from bench.aws_counter import RequestCounter
+from bench.support.aws_counter import RequestCounter
 from tests.conftest import BUCKET, TABLE
 from tests.unit.test_compaction_service import NOW, SETTINGS, FakeSummarizer, add_invocations, key
 

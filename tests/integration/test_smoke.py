@@ -12,7 +12,7 @@ from local.template import ROOT
 def test_smoke_passes_against_make_run() -> None:
     with spawned() as url:
         result = subprocess.run(
-            [sys.executable, "-m", "bench.smoke", "--url", url], cwd=ROOT, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "local.smoke", "--url", url], cwd=ROOT, capture_output=True, text=True, timeout=120
         )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("ok  step") == 11 and "all steps passed" in result.stdout
@@ -22,7 +22,7 @@ def test_smoke_passes_against_make_run() -> None:
 def test_smoke_stops_at_the_first_failed_step_with_a_message() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     result = subprocess.run(
-        [sys.executable, "-m", "bench.smoke", "--url", url, "--timeout", "5"],
+        [sys.executable, "-m", "local.smoke", "--url", url, "--timeout", "5"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,11 +1,11 @@
-"""bench.cost's pricing rules: DynamoDB's item size formula and which index entries a write touches."""
+"""bench.perf.cost's pricing rules: DynamoDB's item size formula and which index entries a write touches."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agent_memory.stores.ddbsize import item_size, value_size
-from bench.cost import Index, item_kind, table_indexes
+from bench.perf.cost import Index, item_kind, table_indexes
 from local.template import load_template
 
 
@@ -44,7 +44,7 @@ def _record(i: int, size: int = 100) -> dict[str, object]:
 
 
 def test_the_stream_batcher_closes_a_batch_by_count_window_or_payload_whichever_first() -> None:
-    from bench.cost import PAYLOAD_LIMIT_BYTES, StreamBatcher
+    from bench.perf.cost import PAYLOAD_LIMIT_BYTES, StreamBatcher
 
     # by the count: 3 records arrive in a second, the batch of 3 closes when the third does
     b = StreamBatcher(batch_size=3, window_s=300)
@@ -71,7 +71,7 @@ def test_the_stream_batcher_closes_a_batch_by_count_window_or_payload_whichever_
 def test_platform_lines_are_priced_as_the_template_configures_them() -> None:
     import copy
 
-    from bench.cost import PLATFORM_LOG_BYTES, platform_log_bytes
+    from bench.perf.cost import PLATFORM_LOG_BYTES, platform_log_bytes
 
     template = load_template()
     assert platform_log_bytes(template, "AppendEventFunction") == 0  # JSON, SystemLogLevel WARN at LogLevel INFO
@@ -83,7 +83,7 @@ def test_platform_lines_are_priced_as_the_template_configures_them() -> None:
 
 
 def test_the_3_wru_design_halves_only_what_a_transaction_wrote_and_drops_the_lsis() -> None:
-    from bench.cost import ROUND_TRIP_S, design_append
+    from bench.perf.cost import ROUND_TRIP_S, design_append
 
     def usage(wru: dict[str, float], wru_tx: dict[str, float], transactions: int) -> dict[str, object]:
         return {
@@ -118,7 +118,7 @@ def test_the_3_wru_design_halves_only_what_a_transaction_wrote_and_drops_the_lsi
 
 
 def test_the_seq_keyed_design_over_claim_first_appends_adds_the_id_item_and_the_session_read() -> None:
-    from bench.cost import ROUND_TRIP_S, design_append
+    from bench.perf.cost import ROUND_TRIP_S, design_append
 
     result: dict[str, Any] = {
         "appended": 10,

@@ -64,7 +64,7 @@ def test_the_querys_embedding_names_the_author_they_and_that_changes_the_dense_o
 
 def test_the_service_searches_with_neutral_names_and_the_lexical_side_keeps_the_query() -> None:
     assert DEFAULT_CONFIG.dense_names == "neutral"
-    assert SearchConfig().dense_names == "keep"  # components start from the query as typed (bench.locomo)
+    assert SearchConfig().dense_names == "keep"  # components start from the query as typed (bench.quality.locomo)
     embedder = RecordingHashEmbedder()
     index = SearchIndex.build(DOCS, embedder)
     index.search(QUERY, 2, embedder)
@@ -73,7 +73,7 @@ def test_the_service_searches_with_neutral_names_and_the_lexical_side_keeps_the_
     assert index.lexical_scores(QUERY)[0] > 0
     index.search("What does Jean like?", 2, embedder)
     assert embedder.seen[-1] == "What does Jean like?"
-    # the cosine the calibration is fitted on (bench.calibrate) is the query's as typed
+    # the cosine the calibration is fitted on (bench.tuning.calibrate) is the query's as typed
     index.dense_scores(QUERY, embedder)
     assert embedder.seen[-1] == QUERY
 

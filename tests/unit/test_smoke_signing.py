@@ -1,4 +1,4 @@
-"""bench.smoke's request signing: SigV4 for execute-api URLs with the standard credential chain, none locally."""
+"""local.smoke's request signing: SigV4 for execute-api URLs with the standard credential chain, none locally."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from bench.smoke import Client, execute_api_region, sign
+from local.smoke import Client, execute_api_region, sign
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ phrases are canonical, so that ``policy.profile`` can tell two statements of the
 conflicting ones ("Likes sushi" then "Dislikes sushi": the newest wins).
 
 It is precise rather than exhaustive: questions, hypotheticals ("if I lived in …", "I would like …") and
-reported speech are skipped, and an object is kept only when it is short. ``bench/profile_facts.py`` measures
+reported speech are skipped, and an object is kept only when it is short. ``bench/quality/profile_facts.py`` measures
 it against a labelled set of LoCoMo turns.
 """
 

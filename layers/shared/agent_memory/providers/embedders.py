@@ -128,7 +128,7 @@ def _build_minilm_session() -> Any:
     options.log_severity_level = 3
     # One thread, never spinning: a query is a dozen tokens (nothing to split), a Lambda function below 1,769 MB
     # has less than one vCPU, and ORT's default pool (a thread per core, spinning after each run) took the cores
-    # from the dense scoring that follows the query's embedding (search p50 at 100k records: bench.search_speed).
+    # from the dense scoring that follows the query's embedding (search p50 at 100k records: bench.perf.search_speed).
     # Single-threaded ORT computes the same vectors (checked bit for bit against the default session).
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1

@@ -1,7 +1,7 @@
 """The embedded long-term memory store (SQLite): the cost of ``add`` one record at a time as a user's memory
 grows, and of a warm ``view`` + search.
 
-    .venv/bin/python -m bench.sqlite_memories [--records 1000] [--embedder none|minilm] [--path DIR]
+    .venv/bin/python -m bench.perf.sqlite_memories [--records 1000] [--embedder none|minilm] [--path DIR]
 
 ``add`` is timed per call (index build with the embedder, the write transaction, merges on the way); the first
 and the last 100 calls are compared. A warm search is ``view`` (one SELECT of the user's generation) plus
@@ -22,7 +22,7 @@ import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.sqlite_memories import SqliteMemoryStore
-from bench.memory import WORDS
+from bench.perf.memory import WORDS
 
 
 def ms(values: list[float]) -> str:

@@ -1,15 +1,15 @@
 """Warm search at 1,000 / 10,000 / 100,000 memories: the search before issue 13's speed work against now, in one
 process, interleaved query by query (a shared machine's load hits both alike; compare the ratio).
 
-    .venv/bin/python -m bench.search_speed [--sizes 1000 10000 100000] [--queries 40]
+    .venv/bin/python -m bench.perf.search_speed [--sizes 1000 10000 100000] [--queries 40]
 
-Both search the same index, built by ``SearchIndex.build`` from ``bench.memory``'s corpus, with the real MiniLM
+Both search the same index, built by ``SearchIndex.build`` from ``bench.perf.memory``'s corpus, with the real MiniLM
 embedding each query. "before" is onnxruntime's default session (a thread per core, spinning after each run)
 and dense scoring as one BLAS product per chunk of 4,096 int8 rows widened to float32; "now" is the product's
 (``einsum`` without BLAS, a query embedded by MiniLM's numpy forward pass); "one-thread ORT" is the product
 before the numpy pass (one ORT thread without spinning, ``einsum``). The document vectors are random unit vectors
 quantised as the index quantises MiniLM's: how long scoring takes does not depend on their values, and
-embedding 100,000 documents would take a quarter of an hour (``bench.memory`` searches real ones). Rows: the
+embedding 100,000 documents would take a quarter of an hour (``bench.perf.memory`` searches real ones). Rows: the
 median and 95th percentile of the whole ``SearchIndex.search`` (query embedding included), and the query
 embedding alone.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.memory import WORDS, seed_records
+from bench.perf.memory import WORDS, seed_records
 
 
 def _p95(values: list[float]) -> float:

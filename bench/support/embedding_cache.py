@@ -1,4 +1,4 @@
-"""A disk cache of document embeddings for the benchmarks that seed large stores (``bench.memory``).
+"""A disk cache of document embeddings for the benchmarks that seed large stores (``bench.perf.memory``).
 
 Seeding 100,000 records embeds 100,000 texts with MiniLM (about a quarter of an hour on two cores). The index a
 benchmark searches must still be the product's: the records go through the store's ``add`` and the
@@ -7,7 +7,7 @@ builder calls is wrapped, so that a text embedded by an earlier run is answered 
 MiniLM gave it then (same name, same dimensions, bit-identical rows). Texts not in the cache are embedded by the
 wrapped embedder and added. Query embeddings never come from the cache: searches use the service's embedder.
 
-    .venv/bin/python -m bench.embedding_cache --sizes 100000   # fill the cache for bench.memory's corpus
+    .venv/bin/python -m bench.support.embedding_cache --sizes 100000   # fill the cache for bench.perf.memory's corpus
 
 The cache lives in ``.cache/bench/`` (ignored by git), one file per embedder name.
 """
@@ -24,7 +24,7 @@ import numpy as np
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / ".cache" / "bench"
 
 
@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     from agent_memory.providers.embedders import MiniLMEmbedder
     from agent_memory.search.index import Doc, _embedding_text
-    from bench.memory import seed_records
+    from bench.perf.memory import seed_records
 
     cache = CachingEmbedder(MiniLMEmbedder())
     # in seeding order, so that a smaller size's records (a prefix of a larger one's) are cached first

@@ -1,6 +1,6 @@
-"""LoCoMo retrieval through the service: the same evaluation as ``bench.locomo``, end to end.
+"""LoCoMo retrieval through the service: the same evaluation as ``bench.quality.locomo``, end to end.
 
-    .venv/bin/python -m bench.locomo_service [--only 26,30]
+    .venv/bin/python -m bench.quality.locomo_service [--only 26,30]
 
 Each conversation is one user. Each of its sessions is created and its turns appended as events through
 the HTTP handlers (author = speaker, the turn's text plus its image caption, ``custom_metadata.dia_id``, the
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.environment import bench_environment
-from bench.locomo import SPLITS, Conversation, evaluate, load_conversations
-from bench.off_topic import OFF_TOPIC
+from bench.quality.locomo import SPLITS, Conversation, evaluate, load_conversations
+from bench.quality.off_topic import OFF_TOPIC
+from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-locomo"
 BUCKET = "agent-memory-locomo-context"
@@ -62,7 +62,7 @@ def session_events(conversation: Conversation) -> list[tuple[str, list[dict[str,
 def store_conversation(services: Any, user: str, conversation: Conversation) -> None:
     """Each of the conversation's sessions created, appended in batches of 100 and saved to ``user``'s memory with
     policy ``all`` (what auto-save's default policy stores of two people's turns), through a ``Services``'
-    session and memory services: how ``bench.calibrate`` and ``bench.rerank --service`` store LoCoMo."""
+    session and memory services: how ``bench.tuning.calibrate`` and ``bench.tuning.rerank --service`` store LoCoMo."""
     from agent_memory.models import Event
 
     for session_id, events in session_events(conversation):

@@ -1,6 +1,6 @@
 """Does the compaction sweep keep up with a million active sessions a day? A simulation on a simulated clock.
 
-    .venv/bin/python -m bench.sweep [--sessions-per-day 1000000] [--windows 4] [--workers 20] [--model-s 0]
+    .venv/bin/python -m bench.perf.sweep [--sessions-per-day 1000000] [--windows 4] [--workers 20] [--model-s 0]
 
 The real pieces, against DynamoDB in moto (the deployed adapter: its ``by_due`` shards, its conditional writes):
 the appends that mark sessions due (``SessionService.append_events``), the schedule's dispatcher
@@ -14,13 +14,13 @@ the extractive summarizer, the summary's transaction, the settle). Simulated: th
   twice: with 6 turns, under the trigger (the sweep reads it and settles it), then with 12, past it (one summary).
 - At each window's end the dispatcher runs; each share it starts is a worker Lambda with the function's 300 s
   (``Timeout``), all running side by side. A worker's time is its CPU here scaled to its 512 MB's vCPU share, plus
-  6 ms per DynamoDB round trip (bench.cost's assumption), plus ``--model-s`` per summary for a summarizer model
+  6 ms per DynamoDB round trip (bench.perf.cost's assumption), plus ``--model-s`` per summary for a summarizer model
   (0: the extractive summarizer, whose CPU is counted). ``run_sessions`` sees that time run out as it would.
 - A session's delay: from the start of the window in which its turns crossed the trigger (the worst case) to its
   summary's commit on the simulated clock.
 
-Counted, not timed: requests, DynamoDB read and write units (bench.cost's meter: item sizes, every index entry),
-Lambda invocations and billed GB-seconds; priced at bench.cost's list prices. The CPU part of a worker's time is
+Counted, not timed: requests, DynamoDB read and write units (bench.perf.cost's meter: item sizes, every index entry),
+Lambda invocations and billed GB-seconds; priced at bench.perf.cost's list prices. The CPU part of a worker's time is
 this machine's (shared): the request counts and units are exact, the seconds an estimate.
 """
 
@@ -37,9 +37,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.environment import bench_environment
+from bench.support.environment import bench_environment
 
-# bench.cost's meter reads items back from its own table name.
+# bench.perf.cost's meter reads items back from its own table name.
 TABLE = "agent-memory-cost"
 BUCKET = "agent-memory-cost-context"
 WINDOW_S = 300  # rate(5 minutes)
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace, backend: str, per_call: dict[str, float] | Non
     from agent_memory.service.compaction import CompactionOutcome, CompactionService
     from agent_memory.service.sessions import SessionService
     from agent_memory.stores.ports import SessionKey
-    from bench.cost import ROUND_TRIP_S, VCPU_MB, CountingSink, Meter, chat_text, table_indexes
+    from bench.perf.cost import ROUND_TRIP_S, VCPU_MB, CountingSink, Meter, chat_text, table_indexes
     from local.inprocess import in_process_aws
     from local.template import load_template, parameter_defaults
 
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace, backend: str, per_call: dict[str, float] | Non
     per_turn_window = math.ceil(args.turns / args.span)
 
     class Quiet(Meter):
-        """bench.cost's meter, charging only the sweep (the load's appends are not what is measured)."""
+        """bench.perf.cost's meter, charging only the sweep (the load's appends are not what is measured)."""
 
         def _before(self, *a: Any, **k: Any) -> None:
             if self.current != "load":
@@ -361,7 +361,7 @@ def print_table(sim: dict[str, Any], args: argparse.Namespace) -> None:
 
 def print_day(scaled: dict[str, Any], calibration: dict[str, Any], args: argparse.Namespace) -> None:
     """A day at the scaled run's rate: its invocations and billed seconds, the calibration's units per session."""
-    from bench.cost import DYNAMODB_PER_M_RRU, DYNAMODB_PER_M_WRU, LAMBDA_ARM_PER_GB_S, LAMBDA_PER_M_REQUESTS
+    from bench.perf.cost import DYNAMODB_PER_M_RRU, DYNAMODB_PER_M_WRU, LAMBDA_ARM_PER_GB_S, LAMBDA_PER_M_REQUESTS
 
     runs = len(scaled["results"])
     per_day = RUNS_PER_DAY / runs

@@ -1,6 +1,6 @@
 """Issue 13's recall@10 candidates on LoCoMo, in process over the service's ranking (a scratch harness; tuning).
 
-    .venv/bin/python -m bench.rerank --cache FILE [--static WORDLLAMA.npz] [--fusion-grid | --author-fit]
+    .venv/bin/python -m bench.tuning.rerank --cache FILE [--static WORDLLAMA.npz] [--fusion-grid | --author-fit]
 
 The first pass is the service's ranking (``SearchIndex.search``'s fusion, boosts and the 0.015 cut, rebuilt
 here from its parts so that each candidate can be switched on: a static embedder as a third fused signal, a
@@ -32,7 +32,7 @@ from agent_memory.providers.embedders import MiniLMEmbedder
 from agent_memory.search import SearchIndex
 from agent_memory.search import index as im
 from agent_memory.search.lexical import tokenize
-from bench.locomo import (
+from bench.quality.locomo import (
     CATEGORIES,
     TUNING,
     CachingEmbedder,
@@ -416,13 +416,13 @@ def service_indexes(
     conversations: Sequence[Conversation], embedder: CachingEmbedder
 ) -> list[tuple[SearchIndex, list[str]]]:
     """Each conversation stored through the service (in memory, every session saved with policy ``all``, which
-    stores what auto-save's default policy stores of two people's turns), as ``bench.calibrate`` stores it: the
+    stores what auto-save's default policy stores of two people's turns), as ``bench.tuning.calibrate`` stores it: the
     user's index and each memory's ``dia_id``, in index order."""
     import os
 
     from agent_memory.composition import Services
     from agent_memory.config import Settings
-    from bench.locomo_service import store_conversation
+    from bench.quality.locomo_service import store_conversation
 
     os.environ.update({"BACKEND": "memory", "EMBEDDER": "minilm", "POWERTOOLS_METRICS_DISABLED": "true"})
     services = Services(Settings.from_env())
@@ -448,7 +448,7 @@ def shipped_rows(
 ) -> list[QuestionRows]:
     """Each question's first-pass top ``depth`` with the features the service's rerank computes
     (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs);
-    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.locomo``'s;
+    ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.quality.locomo``'s;
     ``categories``: the questions' (category 5, adversarial, only as more training questions: ``--nonlinear``)."""
     config = im.DEFAULT_CONFIG
     out: list[QuestionRows] = []
@@ -692,7 +692,7 @@ def nonlinear(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: fl
     rows = shipped_rows(tuning, embedder, depth, cut, service)
     adversarial = shipped_rows(tuning, embedder, depth, cut, service, categories=(5,))
     base = recalls(rows, lambda r: np.arange(len(r.ids)))
-    label = "service's memories" if service else "bench.locomo's documents"
+    label = "service's memories" if service else "bench.quality.locomo's documents"
     extras = f", extra features {', '.join(EXTRAS)}" if EXTRAS else ""
     print(f"{label}{extras}: first pass (min_score {cut}) {base[0]:.3f} / {base[1]:.3f} ({len(rows)} questions)")
     _, shipped10, shipped = loco_scores(rows, rows, logistic_fitter(1.0), keep, depth)
@@ -726,17 +726,17 @@ TREE_GRID = tuple((trees, leaf) for trees in (50, 100, 200) for leaf in (100, 20
 
 
 def fit_rerank_trees(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int) -> None:
-    """The tree candidate of issue 13's second session (built, measured through ``make run``, not taken; README):
-    the logistic regression (L2 1, every row of the top 50) and trees of depth 2 boosted on its logits (rate
-    0.05), fitted on the tuning questions' rows over both representations of the conversations, ``bench.locomo``'s
-    documents and the memories as the service stores them (what ``make run`` searches); the trees' count and
-    least leaf by the mean of the two held-out recall@10 (one tuning conversation out; ties: fewer trees, then
-    larger leaves), then fitted on all three. The validation conversations are not read."""
+    """The tree candidate (built, measured through ``make run``, not taken; docs/decisions): the logistic regression (L2
+    1, every row of the top 50) and trees of depth 2 boosted on its logits (rate 0.05), fitted on the tuning questions'
+    rows over both representations of the conversations, ``bench.quality.locomo``'s documents and the memories as the
+    service stores them (what ``make run`` searches); the trees' count and least leaf by the mean of the two held-out
+    recall@10 (one tuning conversation out; ties: fewer trees, then larger leaves), then fitted on all three. The
+    validation conversations are not read."""
     depth = 50
     docs = shipped_rows(tuning, embedder, depth, cut, False)
     service = shipped_rows(tuning, embedder, depth, cut, True)
     both = docs + service
-    for label, rows in (("bench.locomo's documents", docs), ("the service's memories", service)):
+    for label, rows in (("bench.quality.locomo's documents", docs), ("the service's memories", service)):
         base = recalls(rows, lambda r: np.arange(len(r.ids)))
         r5, r10, _ = loco_scores(rows, both, logistic_fitter(1.0), keep, depth)
         print(f"{label}: first pass {base[0]:.3f} / {base[1]:.4f}; logistic regression held out {r5:.3f} / {r10:.4f}")

@@ -1,7 +1,7 @@
 """Smoke test of a running API: the README's quick-start flow, step by step, against a URL.
 
     make smoke API_URL=https://abc123.execute-api.eu-west-1.amazonaws.com
-    .venv/bin/python -m bench.smoke --url http://127.0.0.1:3000      (make run)
+    .venv/bin/python -m local.smoke --url http://127.0.0.1:3000      (make run)
 
 Requests to an ``execute-api`` URL are signed with SigV4 (service ``execute-api``) with the credentials of the
 standard AWS chain (environment, profile, SSO, instance role …), the region taken from the URL (else
@@ -178,7 +178,7 @@ def run(client: Client, out: Callable[[str], None] = print) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.smoke", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m local.smoke", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="the API's base URL (the stack's ApiUrl output, or make run's)")
     parser.add_argument("--timeout", type=float, default=35.0, help="seconds per request (API Gateway stops at 30)")
     args = parser.parse_args(argv)

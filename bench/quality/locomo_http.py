@@ -1,6 +1,6 @@
 """LoCoMo retrieval as a user of ``make run`` meets it: HTTP, auto-save with the default policy, no explicit save.
 
-    .venv/bin/python -m bench.locomo_http [--backend embedded|moto] [--only 26,30] [--agent]
+    .venv/bin/python -m bench.quality.locomo_http [--backend embedded|moto] [--only 26,30] [--agent]
 
 Issue 13's goal figure. The real local server is started in a child process as ``make run`` starts it
 (``python -m local.server``, the ``embedded`` SQLite backend by default, ``--backend moto`` for DynamoDB and S3
@@ -10,12 +10,12 @@ in the template, 10 s in ``make run``, ``--window``, 1 s here): it decides how l
 saved (a save's retrieval context is read from the session, whatever the batch holds).
 
 Each conversation is one user. Its sessions are created and its turns appended over HTTP exactly as
-``bench.locomo_service`` appends them (``session_events``: content role ``user``, the speaker's name as author,
+``bench.quality.locomo_service`` appends them (``session_events``: content role ``user``, the speaker's name as author,
 the session date as the timestamp, ``custom_metadata.dia_id``); nothing is saved explicitly. The bench then
 waits until auto-save has stored every turn the default policy keeps (the profile route's ``memory_count``,
 polled; it fails, with the server log's tail, when the count stops moving or the deadline passes), and asks
 every question (``POST …/memories/search``, top_k 10) and the off-topic queries. The table is
-``bench.locomo_service``'s.
+``bench.quality.locomo_service``'s.
 
 ``--agent``: one more user per conversation, its second speaker sent as the agent (content role ``model``), to
 show what the default policy keeps of an agent conversation (only the user's turns: questions whose evidence
@@ -37,8 +37,8 @@ import httpx
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.policy.autosave import apply_policy, memory_text, parse_policy
-from bench.locomo import Conversation, load_conversations
-from bench.locomo_service import chosen, print_table, search_answers, session_events
+from bench.quality.locomo import Conversation, load_conversations
+from bench.quality.locomo_service import chosen, print_table, search_answers, session_events
 from local.server import spawn
 
 APP = "locomo"

@@ -1,13 +1,13 @@
 """Context reads are proportional to the window, not the session: 1,000- and 10,000-event sessions never compacted
 (a budget: only the newest events are read, until they decide the window), then the 10,000 compacted.
 
-    .venv/bin/python -m bench.context
+    .venv/bin/python -m bench.perf.context
 
 The sessions are filled through the append route (batches of 100), as a client would; compaction, appends and the
 context reads go through the real handlers too (moto in process). Counts AWS requests, items read (botocore
 hooks: a Query's Count, a GetItem's item, a BatchGetItem's items) and DynamoDB read units (from the items' sizes,
 ``ReadUnits``), which do not depend on the machine; the USD are those read units at on-demand list prices
-(``bench.cost``), per million such requests.
+(``bench.perf.cost``), per million such requests.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.stores.ddbsize import item_size
-from bench.aws_counter import RequestCounter
-from bench.cost import DYNAMODB_PER_M_RRU
-from bench.environment import bench_environment
+from bench.perf.cost import DYNAMODB_PER_M_RRU
+from bench.support.aws_counter import RequestCounter
+from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"

@@ -1,6 +1,6 @@
 """Client overhead per call against `make run`: the SDK vs raw httpx doing the same requests, in the same process.
 
-    .venv-client/bin/python bench/client_overhead.py [--url URL] [--calls 300] [--rounds 5]
+    .venv-client/bin/python bench/perf/client_overhead.py [--url URL] [--calls 300] [--rounds 5]
 
 (run by the client's environment, which has the SDK's dependencies; `make test` builds it.)
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-CLIENT = Path(__file__).resolve().parents[1] / "clients" / "python"
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
 sys.path[:0] = [str(CLIENT / "src"), str(CLIENT / "tests")]
 
 from agent_memory_client import Client  # noqa: E402

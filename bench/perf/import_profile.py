@@ -1,9 +1,9 @@
 """Where a handler's first response spends its import, beyond the floor's: ``-X importtime`` of one fresh process
-per handler (as ``bench.first_response`` runs it: the runtime's interpreter and environment, the layer's packages,
+per handler (as ``bench.perf.first_response`` runs it: the runtime's interpreter and environment, the layer's packages,
 one real API Gateway event against a moto server), minus every module the floor (``import boto3; client``) also
 imports. Prints each handler's extra self time and its largest modules, the minimum of ``--runs`` processes.
 
-    .venv/bin/python -m bench.import_profile [--runs 3] [--only get_session …] [--top 15]
+    .venv/bin/python -m bench.perf.import_profile [--runs 3] [--only get_session …] [--top 15]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import subprocess
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.first_response import (
+from bench.perf.first_response import (
     HANDLER,
     LAYER,
     QUIET,

@@ -1,6 +1,6 @@
 """`make run` under a realistic load, over real HTTP: does it stay flat, small, caught up, and keep its data?
 
-    .venv/bin/python -m bench.local_scale [--backend embedded|moto] [--events 10000] [--batch 50] [--sessions 20]
+    .venv/bin/python -m bench.perf.local_scale [--backend embedded|moto] [--events 10000] [--batch 50] [--sessions 20]
 
 Starts `make run`'s server in its own process (``local.server.spawn``, the backend ``make run`` would use,
 with the template's auto-save settings), creates ``--sessions`` sessions and appends ``--events`` chat events

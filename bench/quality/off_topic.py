@@ -1,5 +1,5 @@
 """Queries that none of the five LoCoMo conversations says anything about: what a search should answer with
-nothing (``bench.calibrate``, ``bench.locomo_service``)."""
+nothing (``bench.tuning.calibrate``, ``bench.quality.locomo_service``)."""
 
 OFF_TOPIC = (
     "What is the boiling point of tungsten?",

@@ -1,6 +1,6 @@
 """Cold start: time to import each handler module in a fresh process, against a boto3 baseline.
 
-    .venv/bin/python -m bench.cold_start [--runs N]
+    .venv/bin/python -m bench.perf.cold_start [--runs N]
 
 Each measurement is a new interpreter (as a new Lambda container is) importing one handler module; the
 baseline is `import boto3; boto3.client("dynamodb")` measured the same way in the same run. The table shows
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "shared"
 
 BASELINE = "import boto3; boto3.client('dynamodb', region_name='us-east-1')"

@@ -1,7 +1,7 @@
 """The size of what a function deploys: the shared layer built by its own Makefile (the recipe ``sam build``
 runs) for the functions' architecture, unzipped and zipped, against Lambda's limits.
 
-    .venv/bin/python -m bench.layer_size [--platform aarch64|x86_64] [--top 12]
+    .venv/bin/python -m bench.perf.layer_size [--platform aarch64|x86_64] [--top 12]
 
 Lambda allows 250 MB unzipped for a function and all its layers together (each function's own code here is
 a few kilobytes) and 50 MB zipped for a layer uploaded directly (``sam deploy`` uploads through S3, where the
@@ -22,7 +22,7 @@ import zipfile
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "shared"
 FUNCTIONS = ROOT / "functions"
 # Lambda's quotas in bytes: "250 MB" is 262,144,000 bytes (250 MiB), "50 MB" is 52,428,800 (50 MiB).

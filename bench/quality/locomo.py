@@ -1,6 +1,6 @@
 """Long-term memory retrieval on LoCoMo: recall@5 and recall@10 of each retriever, fully in process.
 
-    .venv/bin/python -m bench.locomo [--sweep] [--by-category] [--only NAME-PART ...]
+    .venv/bin/python -m bench.quality.locomo [--sweep] [--by-category] [--only NAME-PART ...]
 
 Data: /work/shared/data/locomo/*.json (5 conversations; see its README). Every turn is one memory,
 ``"{speaker}: {text}"`` plus ``" [image: {blip_caption}]"`` where the turn shared an image, with its ``dia_id``
@@ -47,13 +47,13 @@ def _data_dir() -> Path:
     if os.environ.get("LOCOMO_DATA"):
         return Path(os.environ["LOCOMO_DATA"])
     parents = Path(__file__).resolve().parents
-    candidates = [parents[i] / "shared" / "data" / "locomo" for i in (2, 3) if i < len(parents)]
+    candidates = [parents[i] / "shared" / "data" / "locomo" for i in (3, 4) if i < len(parents)]
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
 DATA_DIR = _data_dir()
-# Method discipline (issue 13): every choice is made on the TUNING conversations; the VALIDATION ones are only
-# reported beside them (never chosen by). The same split as bench/calibrate.py and bench/profile_facts.py.
+# Method discipline: every choice is made on the TUNING conversations; the VALIDATION ones are only reported beside
+# them (never chosen by). The same split as bench/tuning/calibrate.py and bench/quality/profile_facts.py.
 TUNING = ("26", "30", "41")
 VALIDATION = ("42", "43")
 SPLITS = (("tuning", TUNING), ("validation", VALIDATION))

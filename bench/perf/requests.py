@@ -1,6 +1,6 @@
 """AWS requests and items read per operation, through the real handlers against moto.
 
-    make bench            (or: .venv/bin/python -m bench.requests)
+    make bench            (or: .venv/bin/python -m bench.perf.requests)
 
 Counts do not depend on the machine: they are what a deployment pays per call (DynamoDB and S3 bill per
 request and per item read).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.aws_counter import RequestCounter
-from bench.environment import bench_environment
+from bench.support.aws_counter import RequestCounter
+from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"

@@ -1,6 +1,6 @@
 """What a million appended chat events cost, from the real handlers against moto (issue 14's cost model).
 
-    .venv/bin/python -m bench.cost [--sessions 20] [--turns 30]
+    .venv/bin/python -m bench.perf.cost [--sessions 20] [--turns 30]
 
 A typical workload goes through the template's handlers (``local.server.LocalApi``, moto in process): sessions
 created with ~200 B of state, then chat turns (a user event and an assistant reply of ~300 characters each, one
@@ -53,7 +53,7 @@ from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.stores.ddbsize import item_size
-from bench.environment import bench_environment
+from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-cost"
 BUCKET = "agent-memory-cost-context"
@@ -832,7 +832,7 @@ def run_variant(
         }
     )
     out = subprocess.run(
-        [sys.executable, "-m", "bench.cost", "--variant", spec], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "bench.perf.cost", "--variant", spec], capture_output=True, text=True, check=False
     )
     if out.returncode:
         raise SystemExit(f"variant {spec} failed:\n{out.stderr[-4000:]}")

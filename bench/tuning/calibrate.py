@@ -1,6 +1,6 @@
 """Calibration of the memory search score and the choice of the default ``min_score``, on LoCoMo.
 
-    .venv/bin/python -m bench.calibrate            # features, fit, threshold, report (about 2 minutes)
+    .venv/bin/python -m bench.tuning.calibrate            # features, fit, threshold, report (about 2 minutes)
 
 Each conversation is stored as the service stores it (one user; its sessions appended as events and saved with
 policy ``all``; the in-memory backend, the offline MiniLM embedder), so every memory has the text, context and
@@ -38,9 +38,9 @@ import numpy as np
 import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.locomo import CATEGORIES, CachingEmbedder, Conversation, load_conversations
-from bench.locomo_service import store_conversation
-from bench.off_topic import OFF_TOPIC
+from bench.quality.locomo import CATEGORIES, CachingEmbedder, Conversation, load_conversations
+from bench.quality.locomo_service import store_conversation
+from bench.quality.off_topic import OFF_TOPIC
 
 TUNING = ("26", "30", "41")
 VALIDATION = ("42", "43")

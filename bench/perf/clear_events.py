@@ -1,8 +1,8 @@
 """How long a clear of a large session takes, and that no read ever shows part of it: the service's
 ``clear_events`` on each backend (in memory, SQLite, DynamoDB + S3 in moto in-process).
 
-    .venv/bin/python -m bench.clear_events --backend embedded --events 100000
-    .venv/bin/python -m bench.clear_events --backend aws --events 10000
+    .venv/bin/python -m bench.perf.clear_events --backend embedded --events 100000
+    .venv/bin/python -m bench.perf.clear_events --backend aws --events 10000
 
 Prints the append time (setup), the clear's total (the commit is one write; the rest is the purge: items, claims,
 memories), the requests it made (aws), and the reads after it. moto is far slower than DynamoDB per request:
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.aws_counter import RequestCounter
+from bench.support.aws_counter import RequestCounter
 
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"

@@ -1,12 +1,12 @@
 """What the learned rerank below the top 5 adds to a warm search: the service's search against the same search
 without the rerank (``rerank_depth=0``), in one process, interleaved query by query, on the same index.
 
-    .venv/bin/python -m bench.rerank_speed --cache FILE [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python -m bench.perf.rerank_speed --cache FILE [--sizes 10000 100000] [--queries 200]
 
 The index holds LoCoMo's memories (text, two turns of context with the date, author, timestamp) repeated up to
 each size, with random unit vectors quantised as the index quantises MiniLM's (scoring time does not depend on
 the values; embedding 100,000 texts would take a quarter of an hour). The queries are LoCoMo's questions, their
-MiniLM vectors (as typed and with neutral names) from ``bench.locomo``'s ``--cache`` file or embedded before the
+MiniLM vectors (as typed and with neutral names) from ``bench.quality.locomo``'s ``--cache`` file or embedded before the
 timing: no query is embedded while timing, so the rows are the index's own time. With random document vectors
 few memories pass the 0.015 cut, so every query is also timed at ``min_score`` 0, where the rerank always
 reorders a full top 50 (its most expensive case). Reported: medians of wall time and of this thread's CPU time
@@ -28,12 +28,12 @@ from agent_memory.providers import embedders
 from agent_memory.providers.embedders import MiniLMEmbedder
 from agent_memory.search import index as im
 from agent_memory.search.index import Doc, SearchIndex
-from bench.locomo import CATEGORIES, CachingEmbedder, documents, load_conversations
+from bench.quality.locomo import CATEGORIES, CachingEmbedder, documents, load_conversations
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cache", type=Path, required=True, help="bench.locomo's --cache file")
+    parser.add_argument("--cache", type=Path, required=True, help="bench.quality.locomo's --cache file")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Precision and recall of the offline fact extractor (``policy/facts.py``) on labelled LoCoMo turns.
 
-    .venv/bin/python -m bench.profile_facts [--show]
+    .venv/bin/python -m bench.quality.profile_facts [--show]
 
 Data: /work/shared/data/locomo/*.json (see its README). The labelled set: 30 turns drawn at random from each of
 the five conversations (``random.Random(f"profile-{name}")``, either speaker: each states facts about
@@ -26,10 +26,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers" / "shared"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "layers" / "shared"))
 
 from agent_memory.policy.facts import extract_facts
-from bench.locomo import Conversation, load_conversations
+from bench.quality.locomo import Conversation, load_conversations
 
 PER_CONVERSATION = 30
 TUNING = ("26", "30", "41")

@@ -1,7 +1,7 @@
 """Cold start to the first response: a fresh interpreter imports one handler and answers one real request,
 against the same DynamoDB endpoint as a floor of ``import boto3; boto3.client("dynamodb"); get_item``.
 
-    .venv/bin/python -m bench.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
+    .venv/bin/python -m bench.perf.first_response [--runs 9] [--only get_session append_event …] [--baseline DIR]
         [--preload MODULE …] [--instructions]
 
 ``--baseline DIR`` also runs every handler from another checkout's ``layers/shared`` and ``functions`` (e.g.
@@ -42,7 +42,7 @@ from local.apigw import http_api_event
 from local.server import LOCAL_BUCKET, LOCAL_TABLE, free_port, local_names
 from local.template import function_environment, load_template, provision, routes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "shared"
 APP, USER, SESSION, COMPACTED = "bench", "u1", "s1", "s2"
 QUIET = {"POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}

@@ -1,15 +1,15 @@
 """Issue 13: how the retrieval context a memory is stored with is written, measured on the TUNING conversations.
 
-    .venv/bin/python -m bench.context_format --cache FILE [--format NAME ...] [--refit]
+    .venv/bin/python -m bench.tuning.context_format --cache FILE [--format NAME ...] [--refit]
 
 The service stores each memory's context as its two previous turns then the session date ("Caroline: … Melanie:
-… Monday 08 May 2023"), ``bench.locomo``'s documents as the LoCoMo date string then the turns ("1:56 pm on 8
+… Monday 08 May 2023"), ``bench.quality.locomo``'s documents as the LoCoMo date string then the turns ("1:56 pm on 8
 May, 2023\\nCaroline: …\\nMelanie: …"). Each format below rebuilds the tuning conversations' memories as the
 service stores them (the same texts, authors and timestamps: a session's start plus the turn's index), with
 only the context written differently, and searches every question as the service does (``SearchIndex.search``,
 top 10, the calibrated cut, the shipped rerank). ``service`` is checked against the memories stored through
-the service itself (``bench.rerank.service_indexes``): the same rankings. ``--refit``: also the rerank refitted
-on each format's rows (held out one tuning conversation at a time, as ``bench.rerank --fit``). The validation
+the service itself (``bench.tuning.rerank.service_indexes``): the same rankings. ``--refit``: also the rerank refitted
+on each format's rows (held out one tuning conversation at a time, as ``bench.tuning.rerank --fit``). The validation
 conversations are never read.
 """
 
@@ -28,8 +28,8 @@ from agent_memory.providers.embedders import MiniLMEmbedder
 from agent_memory.search import SearchIndex
 from agent_memory.search import index as im
 from agent_memory.search.index import Doc
-from bench.locomo import CATEGORIES, TUNING, CachingEmbedder, Conversation, load_conversations, recall_at_k
-from bench.locomo_service import session_time
+from bench.quality.locomo import CATEGORIES, TUNING, CachingEmbedder, Conversation, load_conversations, recall_at_k
+from bench.quality.locomo_service import session_time
 
 PREVIOUS = 2
 CONFIG = [im.DEFAULT_CONFIG]  # --set: a neighbouring setting of the service's configuration
@@ -68,7 +68,7 @@ FORMATS: dict[str, tuple[Callable[[float], str], bool, str]] = {
     "service, no reply (before the reply context)": (service_date, False, " "),
     "service, date first": (service_date, True, " "),
     "service, newline-joined": (service_date, False, "\n"),
-    "locomo date, first (bench.locomo's documents)": (locomo_date, True, "\n"),
+    "locomo date, first (bench.quality.locomo's documents)": (locomo_date, True, "\n"),
     "locomo date, first, space-joined": (locomo_date, True, " "),
     "locomo date, last": (locomo_date, False, " "),
     "plain date, first": (plain_date, True, " "),
@@ -94,7 +94,7 @@ im._embedding_text = _embedding_text
 
 
 def memories(conversation: Conversation, fmt: str) -> tuple[list[Doc], list[str]]:
-    """The conversation's memories as the service stores them (``bench.locomo_service.session_events``: a
+    """The conversation's memories as the service stores them (``bench.quality.locomo_service.session_events``: a
     session's start plus the turn's index as the timestamp; ``"{author}: {text}"``), context in format ``fmt``."""
     date_of, first, join = FORMATS[fmt]
     docs: list[Doc] = []
@@ -165,12 +165,15 @@ def main() -> None:
     print(f"| context format (tuning recall@5 / @10) | {' | '.join(TUNING)} | tuning |")
     print("|---|" + "---:|" * (len(TUNING) + 1))
     if args.check_service:
-        from bench.rerank import service_indexes
+        from bench.tuning.rerank import service_indexes
 
         built = service_indexes(tuning, embedder)
         CURRENT[0] = "the service's own memories"
         print(
-            line("the service's own memories (bench.rerank.service_indexes)", search_recalls(built, tuning, embedder))
+            line(
+                "the service's own memories (bench.tuning.rerank.service_indexes)",
+                search_recalls(built, tuning, embedder),
+            )
         )
         embedder.save(args.cache)
     for fmt in args.format or list(FORMATS):
@@ -201,7 +204,7 @@ def refit(
 ) -> None:
     """The shipped rerank against one refitted on these rows (depth 50, L2 1, every row, as shipped), held out one
     tuning conversation at a time."""
-    from bench.rerank import QuestionRows, fit_rows, kept_order, recalls
+    from bench.tuning.rerank import QuestionRows, fit_rows, kept_order, recalls
 
     config = im.DEFAULT_CONFIG
     rows: list[QuestionRows] = []

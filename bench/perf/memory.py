@@ -2,7 +2,7 @@
 100,000 records for one user, and save throughput, against the S3 store in moto with the configured embedder
 (default: MiniLM).
 
-    .venv/bin/python -m bench.memory [--sizes 1000 10000 100000] [--embedder minilm|none] [--runs 3]
+    .venv/bin/python -m bench.perf.memory [--sizes 1000 10000 100000] [--embedder minilm|none] [--runs 3]
                                      [--baseline DIR] [--inline-tail N]
 
 moto runs as a server in this process; every search goes through it over HTTP, as a function's would.
@@ -36,7 +36,8 @@ holds them as one segment, as the tree before stored them.
 
 Records are seeded through the store's ``add`` in four large parts (the index, not the write path, is what a
 search costs) with the product's index builder (``Services.build_index``); document embeddings come from a disk
-cache of earlier runs' MiniLM vectors when there is one (``bench.embedding_cache``: same vectors, computed once).
+cache of earlier runs' MiniLM vectors when there is one (``bench.support.embedding_cache``: same vectors, computed
+once).
 Save throughput goes through the service's save path (forgotten events, embedding, segment, manifest) in batches of 100.
 """
 
@@ -57,13 +58,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.aws_counter import RequestCounter
-from bench.environment import bench_environment
+from bench.support.aws_counter import RequestCounter
+from bench.support.environment import bench_environment
 
 if TYPE_CHECKING:
     from agent_memory.stores.ports import MemoryRecord
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "shared"
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
@@ -319,7 +320,7 @@ def main() -> None:
     from agent_memory.runtime.aws import client, reset_clients
     from agent_memory.search.index import SearchConfig, SearchIndex
     from agent_memory.stores.s3_memories import MANIFEST, S3MemoryStore, user_prefix
-    from bench.embedding_cache import CachingEmbedder
+    from bench.support.embedding_cache import CachingEmbedder
     from local.moto_backend import SerializedMotoServer
     from local.server import free_port
     from local.template import load_template, provision

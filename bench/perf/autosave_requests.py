@@ -1,7 +1,7 @@
 """AWS requests per auto-save batch: S3 and DynamoDB requests the auto-save handler makes for one batch of
 ``--records`` stream records spread over k sessions, of one user or of k users (machine-independent counts).
 
-    .venv/bin/python -m bench.autosave_requests [--records 10] [--sessions 1 2 5 10] [--batches 18]
+    .venv/bin/python -m bench.perf.autosave_requests [--records 10] [--sessions 1 2 5 10] [--batches 18]
 
 The workload goes through the template's handlers (``local.server.LocalApi`` over moto in process): each
 batch appends ``--records`` events round-robin over the k sessions, reads them from the table's stream (the
@@ -23,8 +23,8 @@ from collections import Counter
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.aws_counter import RequestCounter
-from bench.environment import bench_environment
+from bench.support.aws_counter import RequestCounter
+from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-autosave-bench"
 BUCKET = "agent-memory-autosave-bench-context"
@@ -86,7 +86,7 @@ def run_isolated(records: int, sessions: int, batches: int, one_user: bool) -> C
     """``run`` in a fresh interpreter: its own moto, clients and caches."""
     spec = json.dumps([records, sessions, batches, one_user])
     out = subprocess.run(
-        [sys.executable, "-m", "bench.autosave_requests", "--variant", spec], capture_output=True, text=True
+        [sys.executable, "-m", "bench.perf.autosave_requests", "--variant", spec], capture_output=True, text=True
     )
     if out.returncode:
         raise SystemExit(f"variant {spec} failed:\n{out.stderr[-4000:]}")

@@ -1,0 +1,1 @@
+"""Helpers the benchmarks share: the process environment, an AWS request counter, an embedding cache."""

@@ -1,0 +1,1 @@
+"""Tuning harnesses: where defaults were chosen, on the tuning split only (ranking, context format, score cut)."""
