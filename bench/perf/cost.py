@@ -1,4 +1,4 @@
-"""What a million appended chat events cost, from the real handlers against moto (issue 14's cost model).
+"""What a million appended chat events cost, from the real handlers against moto (the cost model).
 
     .venv/bin/python -m bench.perf.cost [--sessions 20] [--turns 30]
 

@@ -20,7 +20,7 @@ before the first import and stops when the handler returns (so the interpreter's
 both, is left out). The endpoint is a moto server in this process, provisioned from the template; each
 request is an API Gateway HTTP API (payload 2.0) event from ``local.apigw``, as ``make run`` builds it. Runs
 are interleaved so that drift in the machine's load hits every row alike; the ratio to the floor is what to
-compare (issue 14's goal: ≤ 1.2× for the session and context handlers, ≤ 2× for search).
+compare (the goal: ≤ 1.2× for the session and context handlers, ≤ 2× for search).
 """
 
 from __future__ import annotations

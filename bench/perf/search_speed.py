@@ -1,4 +1,4 @@
-"""Warm search at 1,000 / 10,000 / 100,000 memories: the search before issue 13's speed work against now, in one
+"""Warm search at 1,000 / 10,000 / 100,000 memories: the search without its speed work (below) against now, in one
 process, interleaved query by query (a shared machine's load hits both alike; compare the ratio).
 
     .venv/bin/python -m bench.perf.search_speed [--sizes 1000 10000 100000] [--queries 40]

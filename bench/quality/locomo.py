@@ -327,7 +327,7 @@ def variants() -> list[Variant]:
         Variant("hybrid + context without the date", DEFAULT, CONTEXT, False),
         Variant("hybrid + context of 1 previous turn", DEFAULT, 1, True),
         Variant("hybrid + context, plain tokens", DEFAULT, CONTEXT, True, plain_tokens),
-        Variant("hybrid + context (before issue 13)", DEFAULT, CONTEXT, True),
+        Variant("hybrid + context (no author, time or rerank signals)", DEFAULT, CONTEXT, True),
         Variant("hybrid + context + speaker", replace(FIRST_PASS, time_boost=0.0, date_boost=0.0), CONTEXT, True),
         Variant("hybrid + context + time", replace(FIRST_PASS, author_boost=0.0, date_boost=0.0), CONTEXT, True),
         Variant("hybrid + context + speaker + time", replace(FIRST_PASS, date_boost=0.0), CONTEXT, True),

@@ -61,7 +61,7 @@ def weekday_date(ts: float) -> str:  # "Monday 8 May 2023"
 
 
 # name -> (date text of a timestamp, date first?, joiner); "service" also has the turn's reply (the next turn, by
-# the other speaker: ``Doc.reply``, embedded after the context) as the service stores it since issue 13's reply
+# the other speaker: ``Doc.reply``, embedded after the context) as the service stores it with the reply
 # context; the others have none
 FORMATS: dict[str, tuple[Callable[[float], str], bool, str]] = {
     "service": (service_date, False, " "),

@@ -9,10 +9,10 @@ author term). Its top ``--depth`` candidates of each question get a feature vect
 regression over them is fitted on two tuning conversations and checked on the third (leave one conversation
 out). ``--author-fit``: the calibrated score's author weight, by Platt scaling over the retrieved top 10 with
 the other constants' logit as the offset, and tuning recall with the cut at a few weights. ``--fit``: the shipped
-rerank's logistic regression (``search.index.RERANK``). ``--nonlinear`` (issue 13, second session): reorderers
+rerank's logistic regression (``search.index.RERANK``). ``--nonlinear``: reorderers
 beyond it (standardised logistic regression, boosted trees in numpy, trees boosted on the logistic regression, more
 training questions), held out one tuning conversation at a time, with ``--extra NAME`` for more features;
-``--fit-trees``: the tree candidate that was built, measured through ``make run`` and not taken (README).
+``--fit-trees``: the tree candidate that was built, measured through ``make run`` and not taken (docs/decisions).
 """
 
 from __future__ import annotations
@@ -536,7 +536,7 @@ def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, k
 
 
 # --------------------------------------------------------------------------------------------------------------
-# --nonlinear: reorderers beyond the logistic regression (issue 13; measured, none taken)
+# --nonlinear: reorderers beyond the logistic regression (measured, none taken)
 # --------------------------------------------------------------------------------------------------------------
 
 Tree = list[tuple[int, float, int, int, float]]  # nodes: (feature or -1 for a leaf, threshold, left, right, value)

@@ -41,7 +41,7 @@ def append_event(
         single=not batch,
     )
     # No metric: an EMF line per append was a third of its log bytes, and no alarm reads it (Lambda's Invocations
-    # and the API's Count say the append rate; README, Configuration, LogLevel).
+    # and the API's Count say the append rate; docs/configuration.md, LogLevel).
     payload = {"events": outcome.events} if batch else outcome.events[0]
     return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
 

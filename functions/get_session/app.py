@@ -6,7 +6,7 @@ GET …/sessions/{session_id}/memo: the session's memo.
 
 Pages: ``limit`` (1-1000 events) and ``next_token`` (from the previous page); every page also stops before the
 response would pass the response cap, so a request without paging parameters may answer a first page and a
-``next_token`` (see the README's Limits).
+``next_token`` (docs/api.md, Limits).
 """
 
 from __future__ import annotations

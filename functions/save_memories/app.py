@@ -17,7 +17,7 @@ app = create_app()
 
 @app.post("/apps/<app_name>/users/<user_id>/memories")
 def save_memories(app_name: AppName, user_id: UserId, body: Annotated[SaveMemoriesRequest, Body()]) -> Response[str]:
-    # the body's shape by its fields: a plain body is params.py's reading of it, not a pydantic model (issue 14)
+    # the body's shape by its fields: a plain body is params.py's reading of it, not a pydantic model (the cold path)
     service = services().memories
     if hasattr(body, "memories"):  # SaveTextsRequest
         result = service.add_texts(app_name=app_name, user_id=user_id, memories=body.memories)

@@ -1,4 +1,4 @@
-"""The S3 memory store's inline records (issue 14): a small save keeps its records in the manifest it writes
+"""The S3 memory store's inline records: a small save keeps its records in the manifest it writes
 anyway (one PUT, no part) until they pass ``inline_max_bytes``, then a save writes them all out as a segment.
 Real boto3 against moto; what is stored is read back from the bucket in its stored format
 (``tests/memory_objects.py``)."""

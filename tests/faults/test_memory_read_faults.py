@@ -1,4 +1,4 @@
-"""A cold search's read of the user's memory parts (issue 13's cold path): the parts not cached are fetched at
+"""A cold search's read of the user's memory parts (the cold path): the parts not cached are fetched at
 once, and a part S3 fails to answer fails that search without touching storage; the next search reads them."""
 
 from __future__ import annotations

@@ -323,7 +323,7 @@ def removes_the_no_payload_mark(request: Any) -> bool:
 def test_a_session_that_never_uploaded_a_payload_is_deleted_without_the_bucket(
     api: Api, aws: dict[str, Any], faults: FaultInjector
 ) -> None:
-    """A created session carries the no-payload mark until its first upload: its DELETE lists no bucket (issue 14:
+    """A created session carries the no-payload mark until its first upload: its DELETE lists no bucket (
     the S3 client and LIST were most of a cold delete's first response). Any S3 request would fail here."""
     api.create(session_id="s1")
     assert api.append("s1", {"events": [text_event("a", id="a"), text_event("b", id="b")]}).status == 201

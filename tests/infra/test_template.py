@@ -39,7 +39,7 @@ EXPECTED_ROUTES = {
     ("DELETE", "/apps/{app_name}/users/{user_id}/memories"),
     ("GET", "/apps/{app_name}/users/{user_id}/profile"),
     ("GET", "/openapi.json"),
-    # issue 12: export / import and the memo
+    # export / import and the memo
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/export"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/import"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/memo"),

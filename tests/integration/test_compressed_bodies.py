@@ -1,4 +1,4 @@
-"""Event bodies stored zlib-compressed (``bz``) when that saves a write unit (issue 14), on moto: both append
+"""Event bodies stored zlib-compressed (``bz``) when that saves a write unit, on moto: both append
 paths, imports, resends, the stream record auto-save reads, and what a corrupt one reads as."""
 
 from __future__ import annotations

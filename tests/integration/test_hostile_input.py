@@ -1,4 +1,4 @@
-"""Hostile input through the handlers (issue 7, "Bad input"): every class answers 4xx with the error naming the
+"""Hostile input through the handlers: every class answers 4xx with the error naming the
 field, and nothing is stored (each test reads back). None answers 5xx."""
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_true_creation_publishes_session_created_and_reuse_does_not(api: Api, aw
 def test_a_true_creation_builds_its_store_and_publisher_clients_from_one_session(
     api: Api, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # issue 14's first response: a second botocore session (the publisher's) read botocore's endpoint and partition
+    # the first response: a second botocore session (the publisher's) read botocore's endpoint and partition
     # data again, about 90 CPU ms of a cold create
     from agent_memory.runtime.aws import reset_clients
     from tests.unit.test_aws_clients import count_sessions

@@ -1,4 +1,4 @@
-"""Cold start: a session or context function imports only what its routes use (issue 14's first response).
+"""Cold start: a session or context function imports only what its routes use (the first response).
 
 Each handler is imported in a fresh interpreter, as Lambda's init does, and what it loaded is compared with what
 none of its routes needs: Powertools' other resolvers and trigger events, PyYAML, the response models, the memory
@@ -32,7 +32,7 @@ NOT_ON_THE_COLD_PATH = (
     "agent_memory.policy.facts",
     "agent_memory.policy.deletion",  # a deletion's plan: imported when one is asked for
     # pydantic and what is built with it: only a body (or a parameter params.py leaves to pydantic) loads them, on
-    # the request that carries it (issue 14: importing them cost a fresh function more than its first request)
+    # the request that carries it (importing them cost a fresh function more than its first request)
     "pydantic",
     "pydantic_core",
     "aws_lambda_powertools.event_handler.openapi.params",

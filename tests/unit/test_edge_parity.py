@@ -1,4 +1,4 @@
-"""The edge without pydantic answers exactly as Powertools' pydantic validation did (issue 14).
+"""The edge without pydantic answers exactly as Powertools' pydantic validation does.
 
 ``params.py`` takes a body-less route's parameters without pydantic when it is sure of them and leaves everything
 else to Powertools' pydantic validation. Here every route of the table gets the same generated requests (the fuzz

@@ -1,5 +1,6 @@
-"""The routes issue 10 adds, through both clients against `make run`: state reads, both listings (ordered, merged
-state), strict create, an If-Match that outlives a compaction, snake_case output, memory saves of events."""
+"""The state, listing, memo and transfer routes, through both clients against `make run`: state reads, both
+listings (ordered, merged state), strict create, an If-Match that outlives a compaction, snake_case output, memory
+saves of events."""
 
 from __future__ import annotations
 

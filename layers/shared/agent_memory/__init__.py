@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 # In a Lambda function: numpy's OpenBLAS starts with one thread (unless the function's environment says otherwise).
 # Left to itself it starts a pool of a thread per core at ``import numpy``, whose start and spinning cost the search
-# function's first response about 60 CPU ms of its 135 for that import (issue 14); no function here has work for
+# function's first response about 60 CPU ms of its 135 for that import; no function here has work for
 # the pool (the query's forward pass runs on one thread anyway, ``minilm_numpy.one_blas_thread``; onnxruntime has
 # its own pool). Outside Lambda (tests, the local server, benchmarks) numpy is left as it is.
 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):

@@ -337,7 +337,7 @@ class Services:
             # built, and its model starts loading, when a search or a save begins (``warm``), beside its reads,
             # not when the service is built: a deletion's forget (delete_events, delete_session) never embeds;
             # loading the model there cost its first response some 250 CPU ms, importing the embedders' module
-            # (and its HTTP client's) some 4 M instructions (issue 14).
+            # (and its HTTP client's) some 4 M instructions.
             return MemoryService(
                 lambda: self.session_store,
                 self.memory_store,

@@ -105,7 +105,7 @@ def _coerce(name: str, spec: _Field, value: Any) -> Any:
 
 class Settings:
     """The settings, validated when made (ValueError naming the setting). A plain class: every function reads
-    them on its cold start, which pydantic would cost more than the first request (issue 14)."""
+    them on its cold start, which pydantic would cost more than the first request."""
 
     model_fields = FIELDS  # the table above (pydantic's name for it: tests and benches read the defaults)
 

@@ -1,4 +1,4 @@
-"""A session as the API returns it: a plain class, so that reading a session imports no pydantic (issue 14)."""
+"""A session as the API returns it: a plain class, so that reading a session imports no pydantic."""
 
 from __future__ import annotations
 

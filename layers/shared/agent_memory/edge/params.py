@@ -1,4 +1,4 @@
-"""Path, query and header parameters (and the create's plain body) read without pydantic: the cold path (issue 14).
+"""Path, query and header parameters (and the create's plain body) read without pydantic: the cold path.
 
 Powertools' request validation builds a pydantic adapter per route parameter, and importing pydantic and the request
 models costs a fresh function more than its whole first request. So a request is first read here, by a check that

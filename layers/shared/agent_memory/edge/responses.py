@@ -136,7 +136,7 @@ class MemoryEntry(_Response):
         ge=0.0,
         le=1.0,
         description="the estimated probability that this memory is relevant to the query (the same meaning for "
-        "every query; see the README)",
+        "every query; see docs/api.md)",
     )
 
 

@@ -8,8 +8,8 @@ botocore honours ``AWS_ENDPOINT_URL``, which is how ``make run`` points everythi
 
 The clients are botocore's own, not boto3's: a boto3 client is the same botocore client (boto3 only adds the
 resource layer, which nothing here uses, and S3's transfer helpers, which nothing here calls), and ``import boto3``
-loads that resource layer on every cold start, about 20 CPU ms of a session function's first response (issue 14;
-README, "First response").
+loads that resource layer on every cold start, about 20 CPU ms of a session function's first response
+(docs/benchmarks.md, "First response").
 
 Budget: an API function stops at 29 s (API Gateway's integration limit is 30 s). botocore retries a throttle
 or a transport error at most twice (standard mode: up to 1 s, then 2 s of jittered backoff) with short

@@ -3,7 +3,7 @@
 Before a cold function's first answer Python collects dozens of times (botocore's service models and endpoint
 data, Powertools' resolver, the handler's modules; a search function's index parts too): the objects are young and
 live on, so each collection traverses them all and finds next to nothing to free; some 10% of a session function's
-first response (issue 14) and 60 ms of a search's at 100,000 records. So in a Lambda function invoked on demand the
+first response and 60 ms of a search's at 100,000 records. So in a Lambda function invoked on demand the
 collector is paused when ``agent_memory`` is first imported (``pause_for_cold_start``) and resumed when the first
 response is answered (``api.lambda_entry``; a search function's first index search resumes it earlier; a
 background function, auto-save or compaction, resumes it when its handler starts), or after

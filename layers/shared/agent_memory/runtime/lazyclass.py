@@ -4,7 +4,7 @@
 ``__delattr__`` and ``__hash__``) as source text and compiles it when the class statement runs: 0.3-0.6 ms a class.
 A session function defines 26 of this package's dataclasses on its cold start (the compaction route 36), most of
 which none of its requests makes: about 60 M instructions, 5-6% of the boto3 floor its first response is measured
-against (issue 14; ``bench.perf.first_response --instructions``).
+against (``bench.perf.first_response --instructions``).
 
 ``dataclass`` here takes the same arguments. For a class that defines no ``__init__`` of its own and asks for
 neither ``slots`` nor ``init=False`` it only puts a stand-in ``__init__`` on the class; the first instantiation runs

@@ -31,7 +31,7 @@ from ..stores.ports import (
 )
 from ..wire.jsonio import dumps
 
-if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (params.py, issue 14)
+if TYPE_CHECKING:  # named only: no pydantic on a search function's cold path (edge/params.py)
     from ..edge.requests import MemoryText
     from ..models import Event
     from ..policy.autosave import MemoryPolicy
@@ -439,7 +439,7 @@ class MemoryService:
     @property
     def _facts(self) -> FactExtractor:
         """The fact extractor, the offline one unless given; made (its patterns compiled) when a save first needs it,
-        so a search function's cold start never compiles them (issue 14)."""
+        so a search function's cold start never compiles them."""
         if self._facts_given is None:
             from ..providers.facts import ExtractiveFactExtractor
 

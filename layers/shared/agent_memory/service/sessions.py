@@ -65,7 +65,7 @@ class _Actions(Protocol):
 
 class AppendedEvent(Protocol):
     """A validated event to append: ``models.Event`` (pydantic) or ``plainevents.PlainEvent`` (the common body read
-    without pydantic, issue 14); both give the same stored JSON."""
+    without pydantic); both give the same stored JSON."""
 
     @property
     def id(self) -> str | None: ...

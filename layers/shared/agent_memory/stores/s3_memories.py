@@ -606,7 +606,7 @@ class S3MemoryStore:
     def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
         """Those of ``memory_ids`` the user's memory holds. Cold, it reads the manifest and the record tables of
         its parts, never their search index: deleting an event that was never saved (nearly every deletion)
-        costs one GET and imports no search code (issue 14, delete_event's first response). With a view cached,
+        costs one GET and imports no search code (delete_event's first response). With a view cached,
         that view (one conditional GET)."""
         wanted = set(memory_ids)
         if not wanted:

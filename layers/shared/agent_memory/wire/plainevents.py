@@ -1,4 +1,4 @@
-"""The append's body read without pydantic: an ADK event (or a batch of them) as ADK's ``Runner`` sends it (issue 14).
+"""The append's body read without pydantic: an ADK event (or a batch of them) as ADK's ``Runner`` sends it.
 
 ``models.Event`` is a pydantic model, and importing pydantic with the event models costs a fresh append function
 more than its whole first request. So ``params.py`` first hands an append's body to ``append_body`` here, which
