@@ -23,7 +23,7 @@ DATA_DIR ?= .data
 # under $(DATA_DIR)/auth; mint one with `.venv/bin/python -m local.token --user alice`. AUTH=iam: no token (today).
 AUTH ?= iam
 
-.PHONY: run wipe test client-test client-lock unit lint template openapi build smoke bench lock clean
+.PHONY: run wipe test client-test client-lock unit lint template openapi build smoke bench lock clean docs
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -81,6 +81,9 @@ bench: $(STAMP)  # the quick ones; see the README for bench.quality.locomo, benc
 	$(BIN)/python -m bench.perf.requests
 	$(BIN)/python -m bench.perf.context
 	$(BIN)/python -m bench.perf.cold_start
+
+docs: $(STAMP)  # the documentation site (mkdocs.yml, docs/) into build/site; warnings fail it
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 lock: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.in

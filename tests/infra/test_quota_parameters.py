@@ -31,9 +31,11 @@ def test_a_quota_parameter_sets_its_setting_with_the_same_safe_default(parameter
         Settings.model_validate({env.lower(): "-1"})
 
 
-def test_the_readme_documents_each_quota_and_its_answer() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_document_each_quota_and_its_answer() -> None:
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
+    api = (ROOT / "docs" / "api.md").read_text()
     for parameter, (env, _) in QUOTAS.items():
-        assert f"`{parameter}`" in readme and f"`{env}`" in readme, parameter
+        assert f"`{parameter}`" in configuration and f"`{env}`" in configuration, parameter
     for needle in ("quota_exceeded", "sessions_per_user", "events_per_session", "memories_per_user"):
-        assert needle in readme, needle
+        assert needle in configuration, needle
+        assert needle in api, needle

@@ -305,12 +305,12 @@ def test_every_parameter_has_a_description() -> None:
         assert str(parameter.get("Description", "")).strip(), f"parameter {name} has no Description"
 
 
-def test_readme_documents_every_parameter() -> None:
-    readme = ROOT / "README.md"
-    assert readme.is_file(), "README.md is missing; it must document every template parameter"
-    text = readme.read_text()
-    missing = [name for name in TEMPLATE["Parameters"] if name not in text]
-    assert not missing, f"README.md does not mention parameters {missing}"
+def test_the_docs_document_every_parameter() -> None:
+    page = ROOT / "docs" / "configuration.md"
+    assert page.is_file(), "docs/configuration.md is missing; it must document every template parameter"
+    text = page.read_text()
+    missing = [name for name in TEMPLATE["Parameters"] if f"| `{name}` |" not in text]
+    assert not missing, f"docs/configuration.md has no row for parameters {missing}"
 
 
 # --- sample events ------------------------------------------------------------------------------------------

@@ -238,9 +238,9 @@ def test_the_tagged_caller_policy_reaches_only_its_users_routes_of_its_app() -> 
         assert not allows(policy, {}, method.upper(), concrete)
 
 
-def test_the_readme_shows_the_tagged_caller_policy() -> None:
+def test_the_security_page_shows_the_tagged_caller_policy() -> None:
     from local.template import ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    assert "${aws:PrincipalTag/agent-memory-user}" in readme and "${aws:PrincipalTag/agent-memory-app}" in readme
-    assert "TaggedCallerPolicy" in readme
+    page = (ROOT / "docs" / "security.md").read_text()
+    assert "${aws:PrincipalTag/agent-memory-user}" in page and "${aws:PrincipalTag/agent-memory-app}" in page
+    assert "TaggedCallerPolicy" in page

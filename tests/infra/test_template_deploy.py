@@ -306,12 +306,12 @@ def test_samconfig_gives_deploy_its_recommended_answers() -> None:
     assert not any("region" in section.get("parameters", {}) for section in default.values())
 
 
-def test_readme_says_how_to_redrive_and_shows_a_caller_policy() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "When auto-save fails" in readme
-    assert "AutoSaveFailureQueueUrl" in readme
-    assert '"execute-api:Invoke"' in readme
-    assert "/*/*/apps/" in readme
+def test_the_deploy_page_says_how_to_redrive_and_shows_a_caller_policy() -> None:
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    assert "When auto-save fails" in page
+    assert "AutoSaveFailureQueueUrl" in page
+    assert '"execute-api:Invoke"' in page
+    assert "/*/*/apps/" in page
 
 
 # --- the summarizer's model -----------------------------------------------------------------------------------
