@@ -23,7 +23,7 @@ DATA_DIR ?= .data
 # under $(DATA_DIR)/auth; mint one with `.venv/bin/python -m local.token --user alice`. AUTH=iam: no token (today).
 AUTH ?= iam
 
-.PHONY: run wipe test client-test client-lock unit lint template openapi build smoke bench lock clean docs
+.PHONY: run wipe test check client-test client-lock unit lint template openapi build smoke bench lock clean docs
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -55,6 +55,11 @@ test: $(STAMP) $(CLIENT_STAMP) lint template
 client-test: $(STAMP) $(CLIENT_STAMP)  # only the client's tests (against make run, started by the tests)
 	cd clients/python && ../../$(CLIENT_VENV)/bin/python -m pytest
 
+# The fast tier for the edit loop (under 2 minutes on two cores): lint, the unit tests and the contract suites on
+# the embedded and in-memory stores (the DynamoDB and S3 adapters' runs are left to make test), on both cores.
+check: $(STAMP) lint
+	$(BIN)/python -m pytest tests/unit tests/contract -k "not dynamodb and not s3" -n 2
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
@@ -77,7 +82,7 @@ smoke: $(STAMP)  # the README's quick start against API_URL: SigV4-signed for an
 	@test -n "$(API_URL)" || { echo "usage: make smoke API_URL=<the stack's ApiUrl output, or http://127.0.0.1:3000>"; exit 2; }
 	$(BIN)/python -m local.smoke --url "$(API_URL)"
 
-bench: $(STAMP)  # the quick ones; see the README for bench.quality.locomo, bench.quality.locomo_service and bench.perf.memory
+bench: $(STAMP)  # the quick ones; bench/README.md lists every benchmark
 	$(BIN)/python -m bench.perf.requests
 	$(BIN)/python -m bench.perf.context
 	$(BIN)/python -m bench.perf.cold_start
