@@ -55,92 +55,17 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from bench.support.aws_counter import RequestCounter
+from bench.support.corpus import WORDS, seed_records, synthetic
 from bench.support.environment import bench_environment
-
-if TYPE_CHECKING:
-    from agent_memory.stores.ports import MemoryRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "shared"
 TABLE = "agent-memory-bench"
 BUCKET = "agent-memory-bench-context"
-WORDS = [
-    "trip",
-    "flight",
-    "hotel",
-    "Lisbon",
-    "Porto",
-    "sister",
-    "brother",
-    "cat",
-    "dog",
-    "allergy",
-    "peanuts",
-    "gluten",
-    "cello",
-    "piano",
-    "guitar",
-    "marathon",
-    "running",
-    "swimming",
-    "painting",
-    "pottery",
-    "garden",
-    "tomatoes",
-    "birthday",
-    "anniversary",
-    "wedding",
-    "job",
-    "interview",
-    "promotion",
-    "manager",
-    "startup",
-    "python",
-    "rust",
-    "recipe",
-    "lasagna",
-    "curry",
-    "sushi",
-    "museum",
-    "concert",
-    "festival",
-    "camping",
-    "hiking",
-    "mountain",
-    "beach",
-    "ocean",
-    "sunset",
-    "coffee",
-    "tea",
-    "book",
-    "novel",
-    "poetry",
-    "school",
-    "university",
-    "exam",
-    "thesis",
-    "doctor",
-    "dentist",
-    "insurance",
-]
-
-
-def synthetic(n: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    return [f"Memory {i}: " + " ".join(rng.choice(WORDS) for _ in range(14)) for i in range(n)]
-
-
-def seed_records(n: int) -> list[MemoryRecord]:
-    """The records a store of ``n`` is seeded with (those of a smaller size are a prefix of a larger one's)."""
-    from agent_memory.stores.ports import MemoryRecord
-
-    return [MemoryRecord(f"m{i}", t, "user", 1.7e9) for i, t in enumerate(synthetic(n))]
-
-
 CHILD = r"""
 import gc, json, resource, sys, time
 events = json.loads(sys.stdin.read())

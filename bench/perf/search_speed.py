@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from bench.perf.memory import WORDS, seed_records
+from bench.support.corpus import WORDS, seed_records
 
 
 def _p95(values: list[float]) -> float:

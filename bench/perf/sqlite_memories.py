@@ -22,7 +22,7 @@ import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.sqlite_memories import SqliteMemoryStore
-from bench.perf.memory import WORDS
+from bench.support.corpus import WORDS
 
 
 def ms(values: list[float]) -> str:

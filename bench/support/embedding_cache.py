@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     from agent_memory.providers.embedders import MiniLMEmbedder
     from agent_memory.search.index import Doc, _embedding_text
-    from bench.perf.memory import seed_records
+    from bench.support.corpus import seed_records
 
     cache = CachingEmbedder(MiniLMEmbedder())
     # in seeding order, so that a smaller size's records (a prefix of a larger one's) are cached first
