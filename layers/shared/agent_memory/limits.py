@@ -62,3 +62,13 @@ MAX_SUMMARY_SENTENCE_CHARS: Final = 400  # one sentence the offline summarizer k
 MIN_ATTEMPT_S: Final = 1.0  # the shortest attempt a model call is given
 MIN_SESSIONS_PER_WORKER: Final = 50  # the sweep fans out only past this many due sessions a worker
 MAX_SWEEP_PAYLOAD_BYTES: Final = 250_000  # an asynchronous Lambda invocation's payload (256 KB, with room)
+
+# --- stores ------------------------------------------------------------------------------------------------------
+MAX_TRANSACT_ITEMS: Final = 100  # DynamoDB's actions in one TransactWriteItems
+MAX_TRANSACT_BYTES: Final = 3_500_000  # under DynamoDB's 4 MB a transaction, with room for the request's framing
+MAX_SEQ: Final = 2**62  # a session's seq counter: far past any session, inside every store's integer
+MAX_SEGMENTS: Final = 8  # small append-only segments of a user's memory on S3 before a save merges them
+MAX_CACHED_PARTS: Final = 64  # memory parts (and views) a container keeps of the users it served (S3)
+MAX_PARTS: Final = 8  # parts of a user's memory in the embedded store before a save merges them
+MAX_CACHED_VIEWS: Final = 64  # users' memory views a process keeps (embedded store)
+MAX_TERM_FREQUENCY: Final = 65_535  # a word's count in one memory, as the index stores it (uint16)

@@ -63,6 +63,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ServiceUnavailable
+from ..limits import MAX_CACHED_PARTS, MAX_SEGMENTS
 from ..runtime import aws
 from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
@@ -72,8 +73,6 @@ __all__ = ["MANIFEST", "S3MemoryStore", "decode_part", "encode_part", "user_pref
 
 logger = logging.getLogger(__name__)
 
-MAX_SEGMENTS = 8
-MAX_CACHED_PARTS = 64
 # A save's merge deletes the parts it replaced by key and version id (no listing); every this-many merges it
 # also lists the user's parts for orphans (parts of writes that died before naming them).
 ORPHAN_SWEEP_EVERY = 8
