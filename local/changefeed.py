@@ -1,7 +1,7 @@
 """The embedded backend's change feed → the auto-save function, as Lambda's event source mapping would run it.
 
 The SQLite session store writes every stored event to an outbox in the same transaction as the event
-(``stores/sqlite.py``), so nothing an append stores can be missed, and a restart resumes where delivery stopped.
+(``stores/sqlite/appends.py``), so nothing an append stores can be missed, and a restart resumes where delivery stopped.
 This pump reads the outbox, hands the records to the function the template maps to the table's stream (its
 ``BatchSize``, its ``MaximumBatchingWindowInSeconds`` or the local override), and deletes them from the outbox
 once the function has taken them. Records a batch reports as failed (``batchItemFailures``) are handed over

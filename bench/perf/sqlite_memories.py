@@ -21,7 +21,7 @@ from typing import Any
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.ports import MemoryRecord
-from agent_memory.stores.sqlite_memories import SqliteMemoryStore
+from agent_memory.stores.sqlite.memories import SqliteMemoryStore
 from bench.support.corpus import WORDS
 
 

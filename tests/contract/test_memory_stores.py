@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 
 from agent_memory.errors import ServiceUnavailable
+from agent_memory.limits import MAX_PARTS
 from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.stores.dynamo_claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memory_parts import encode_v1_part
 from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, NotStored
 from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
-from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
-from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
+from agent_memory.stores.sqlite.claims import SqliteClaimStore
+from agent_memory.stores.sqlite.database import SqliteDatabase
+from agent_memory.stores.sqlite.memories import SqliteMemoryStore
 from tests.conftest import BUCKET, TABLE, race
 
 
@@ -176,6 +178,8 @@ def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) 
     assert len(fresh.view("app", "alice").records) == 30
 
 
+# The embedded store has no earlier version: every claim it ever wrote is committed.
+@pytest.mark.parametrize("claims", ["memory", "dynamodb"], indirect=True)
 def test_claims_of_an_earlier_version_read_as_marks_when_committed(claims: ClaimStore) -> None:
     """Earlier versions claimed every saved event (uncommitted while its save ran, committed once stored or
     forgotten): a committed one reads as forgotten (stored then: skipped either way), an uncommitted one does
@@ -200,12 +204,6 @@ def old_claims(claims: ClaimStore, app_name: str, user_id: str, keys: dict[str, 
             if not committed:
                 item["owner"] = {"S": "0" * 32}
             claims._db.put_item(TableName=claims._table, Item=item)
-    elif isinstance(claims, SqliteClaimStore):
-        with claims._db.write() as conn:
-            conn.executemany(
-                "INSERT INTO claims (app_name, user_id, key, committed, claimed_at) VALUES (?, ?, ?, ?, 1000000.0)",
-                [(app_name, user_id, k, int(c)) for k, c in keys.items()],
-            )
     else:
         assert isinstance(claims, InMemoryClaimStore)
         for key, committed in keys.items():

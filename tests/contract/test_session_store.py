@@ -18,7 +18,8 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
-from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
+from agent_memory.stores.sqlite.database import SqliteDatabase
+from agent_memory.stores.sqlite.store import SqliteSessionStore
 from agent_memory.wire.jsonio import event_size
 from tests.conftest import BUCKET, TABLE, RequestCounter, race
 

@@ -19,7 +19,8 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
-from agent_memory.stores.sqlite import SqliteDatabase, SqliteSessionStore
+from agent_memory.stores.sqlite.database import SqliteDatabase
+from agent_memory.stores.sqlite.store import SqliteSessionStore
 from tests.conftest import BUCKET, TABLE
 
 from .test_session_store import event, record

@@ -12,7 +12,10 @@ import pytest
 from agent_memory.errors import PayloadTooLarge, ServiceUnavailable
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
-from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase, SqliteSessionStore, storage_error
+from agent_memory.stores.sqlite import appends
+from agent_memory.stores.sqlite.claims import SqliteClaimStore
+from agent_memory.stores.sqlite.database import SqliteDatabase, storage_error
+from agent_memory.stores.sqlite.store import SqliteSessionStore
 
 KEY = SessionKey("app", "alice", "s1")
 
@@ -80,7 +83,7 @@ def test_a_disk_error_mid_transaction_answers_503_and_rolls_everything_back(
         raise failure("disk I/O error", 10 | (4 << 8))  # SQLITE_IOERR_WRITE, after the events and outbox rows
 
     with monkeypatch.context() as patched, pytest.raises(ServiceUnavailable):
-        patched.setattr(SqliteSessionStore, "_put_state", staticmethod(failing))
+        patched.setattr(appends, "put_state", failing)
         store.append_events(KEY, [event("e2", 1002.0, delta={"k": 2}), event("e3", 1003.0)], None)
     got = store.get_session(KEY)
     assert got is not None and (got.version, got.last_seq, got.state) == (1, 1, {"k": 1})

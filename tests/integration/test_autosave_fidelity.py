@@ -17,7 +17,7 @@ from agent_memory.search.index import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import MemoryRecord, NewEvent, SessionKey, SessionRecord
-from agent_memory.stores.sqlite_memories import SqliteMemoryStore
+from agent_memory.stores.sqlite.memories import SqliteMemoryStore
 from local.server import spawned
 
 APP, USER = "demo", "erin"

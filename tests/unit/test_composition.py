@@ -89,8 +89,9 @@ def test_the_embedded_backend_keeps_everything_in_one_file_under_data_dir(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from agent_memory.stores.log import LogPublisher
-    from agent_memory.stores.sqlite import SqliteClaimStore, SqliteSessionStore
-    from agent_memory.stores.sqlite_memories import SqliteMemoryStore
+    from agent_memory.stores.sqlite.claims import SqliteClaimStore
+    from agent_memory.stores.sqlite.memories import SqliteMemoryStore
+    from agent_memory.stores.sqlite.store import SqliteSessionStore
 
     folder = tmp_path / "data"  # does not exist yet
     wired = Services(Settings(embedder="none", data_dir=str(folder)), "embedded")

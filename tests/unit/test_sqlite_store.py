@@ -10,7 +10,10 @@ from typing import Any
 from agent_memory.limits import MAX_DATETIME_SECONDS
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, SessionKey
-from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
+from agent_memory.stores.sqlite.claims import SqliteClaimStore
+from agent_memory.stores.sqlite.database import SqliteDatabase
+from agent_memory.stores.sqlite.schema import SCHEMA_VERSION
+from agent_memory.stores.sqlite.store import SqliteSessionStore
 from agent_memory.wire.jsonio import RawJSON, dumps
 from tests.contract.test_session_store import KEY, event, record
 
@@ -135,7 +138,7 @@ def innermost(value: Any) -> Any:
 
 
 def test_no_stored_value_poisons_a_read(tmp_path: Path) -> None:
-    """Rows written straight into the file (older versions, anyone holding it) read as the DynamoDB store reads its
+    """Rows written straight into the file (by anyone holding it) read as the DynamoDB store reads its
     items: a body that is not a JSON object as the marker event, deep values as their text, times clamped, a state
     value that does not read left out; the change feed reads them the same way."""
     path = tmp_path / "agent-memory.db"

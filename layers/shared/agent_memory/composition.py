@@ -87,7 +87,7 @@ class Services:
 
     def _database(self) -> Any:
         def build() -> Any:
-            from .stores.sqlite import SqliteDatabase
+            from .stores.sqlite.database import SqliteDatabase
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
             return SqliteDatabase(self.data_dir / DATABASE_FILE)
@@ -122,7 +122,7 @@ class Services:
                     quotas=self.quotas,
                 )
             if self.backend == "embedded":
-                from .stores.sqlite import SqliteSessionStore
+                from .stores.sqlite.store import SqliteSessionStore
 
                 return SqliteSessionStore(self._database(), quotas=self.quotas)
             from .stores.inmemory import InMemorySessionStore
@@ -166,7 +166,7 @@ class Services:
 
                 return DynamoClaimStore(client("dynamodb"), self.settings.table_name)
             if self.backend == "embedded":
-                from .stores.sqlite import SqliteClaimStore
+                from .stores.sqlite.claims import SqliteClaimStore
 
                 return SqliteClaimStore(self._database())
             from .stores.inmemory import InMemoryClaimStore
@@ -223,7 +223,7 @@ class Services:
                     _combine_indexes,
                 )
             if self.backend == "embedded":
-                from .stores.sqlite_memories import SqliteMemoryStore
+                from .stores.sqlite.memories import SqliteMemoryStore
 
                 self._database()  # the file and its folder exist
                 return SqliteMemoryStore(

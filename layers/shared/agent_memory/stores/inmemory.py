@@ -40,7 +40,7 @@ from .ports import (
     same_event,
     tail_query,
 )
-from .sqlite import changes_from_feed, feed_record
+from .sqlite.feed import changes_from_feed, feed_record
 
 FEED_SOURCE = "agent-memory:memory"
 

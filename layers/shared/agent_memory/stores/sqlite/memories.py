@@ -1,12 +1,6 @@
 """Long-term memory storage in SQLite: the embedded backend's MemoryStore (one file, WAL, stdlib ``sqlite3``).
 
-Tables (prefixed ``memory_`` so that the file can also hold the session store's):
-
-- ``memory_parts``  immutable parts of a user's memory: records (JSON) and the ``SearchIndex`` built for just
-  them (``to_bytes``); ``part_id`` is AUTOINCREMENT, never reused, so a process may cache a part by its id;
-- ``memory_ids``  which part holds each memory id (the held-id check of ``add``, the parts ``forget`` rewrites);
-- ``memory_users``  a per-user ``generation``, bumped in the same transaction as any change of the user's
-  parts. The row is never deleted (forget-all bumps it too), so a generation names one state for good.
+Its tables, and the statements it runs on them, are ``memory_statements``'s.
 
 What each operation does:
 
@@ -43,42 +37,25 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ServiceUnavailable
-from ..runtime import aws
-from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
-from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
+from ...errors import ServiceUnavailable
+from ...limits import MAX_CACHED_VIEWS, MAX_PARTS
+from ...runtime import aws
+from ...runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
+from .memory_statements import (
+    SCHEMA,
+    as_unavailable,
+    bump_generation,
+    combine_parts,
+    held_ids,
+    insert_part,
+    read_generation,
+    replace_parts,
+    unavailable_on_error,
+)
+from .rows import IN_CHUNK, marks
 
 logger = logging.getLogger(__name__)
-
-MAX_PARTS = 8
-MAX_CACHED_VIEWS = 64
-_IN_CHUNK = 500  # ids per ``IN (…)`` (SQLite allows 32766 parameters; smaller statements stay cheap)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_users (
-    app TEXT NOT NULL,
-    user TEXT NOT NULL,
-    generation INTEGER NOT NULL,
-    PRIMARY KEY (app, user)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS memory_parts (
-    part_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    app TEXT NOT NULL,
-    user TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    records TEXT NOT NULL,
-    index_blob BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS memory_parts_by_user ON memory_parts (app, user, part_id);
-CREATE TABLE IF NOT EXISTS memory_ids (
-    app TEXT NOT NULL,
-    user TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    part_id INTEGER NOT NULL,
-    PRIMARY KEY (app, user, memory_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS memory_ids_by_part ON memory_ids (part_id);
-"""
 
 
 @dataclass
@@ -122,7 +99,7 @@ class SqliteMemoryStore:
         self._views: OrderedDict[tuple[str, str], _View] = OrderedDict()
         # Parts this process wrote lately, so that the next view need not read and decode them again.
         self._written: OrderedDict[int, IndexedRecords] = OrderedDict()
-        with self._connection() as db, _unavailable_on_error("could not open the memory database"):
+        with self._connection() as db, unavailable_on_error("could not open the memory database"):
             db.executescript(SCHEMA)
 
     # --- connections ------------------------------------------------------------------------------------------
@@ -143,7 +120,7 @@ class SqliteMemoryStore:
                 self._pool.append(db)
 
     def _connect(self) -> sqlite3.Connection:
-        with _unavailable_on_error("could not open the memory database"):
+        with unavailable_on_error("could not open the memory database"):
             db = sqlite3.connect(
                 self._path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -186,7 +163,7 @@ class SqliteMemoryStore:
     def view(self, app_name: str, user_id: str) -> IndexedRecords:
         """Every record of the user with their combined index (None when there are none); cached by the user's
         generation, so a warm view costs one small SELECT."""
-        with _unavailable_on_error("the memory database is busy or failing"):
+        with unavailable_on_error("the memory database is busy or failing"):
             return self._state(app_name, user_id).combined
 
     def _state(self, app_name: str, user_id: str) -> _View:
@@ -194,7 +171,7 @@ class SqliteMemoryStore:
         with self._cache_lock:
             cached = self._views.get(key)
         with self._connection() as db:
-            generation = _generation(db, app_name, user_id)
+            generation = read_generation(db, app_name, user_id)
             if cached is not None and cached.generation == generation:
                 with self._cache_lock:
                     self._views.move_to_end(key)
@@ -203,7 +180,7 @@ class SqliteMemoryStore:
             # consistent state while writers go on).
             db.execute("BEGIN")
             try:
-                generation = _generation(db, app_name, user_id)
+                generation = read_generation(db, app_name, user_id)
                 ids = [
                     row[0]
                     for row in db.execute(
@@ -217,7 +194,7 @@ class SqliteMemoryStore:
             finally:
                 db.execute("COMMIT")
         parts = {i: known[i] if i in known else loaded[i] for i in ids}
-        view = _View(generation, parts, _combined(list(parts.values()), self._combine))
+        view = _View(generation, parts, combine_parts(list(parts.values()), self._combine))
         with self._cache_lock:
             current = self._views.get(key)
             if current is None or current.generation <= generation:
@@ -229,10 +206,10 @@ class SqliteMemoryStore:
 
     def _read_parts(self, db: sqlite3.Connection, part_ids: list[int]) -> dict[int, IndexedRecords]:
         parts: dict[int, IndexedRecords] = {}
-        for start in range(0, len(part_ids), _IN_CHUNK):
-            chunk = part_ids[start : start + _IN_CHUNK]
+        for start in range(0, len(part_ids), IN_CHUNK):
+            chunk = part_ids[start : start + IN_CHUNK]
             for part_id, records, blob in db.execute(
-                f"SELECT part_id, records, index_blob FROM memory_parts WHERE part_id IN ({_marks(chunk)})", chunk
+                f"SELECT part_id, records, index_blob FROM memory_parts WHERE part_id IN ({marks(chunk)})", chunk
             ):
                 decoded = [MemoryRecord.from_json(r) for r in json.loads(records)]
                 parts[part_id] = IndexedRecords({r.id: r for r in decoded}, self._load_index(bytes(blob)))
@@ -252,7 +229,7 @@ class SqliteMemoryStore:
         except NotStored:
             raise
         except Exception as exc:
-            raise NotStored(_as_unavailable(exc)) from exc
+            raise NotStored(as_unavailable(exc)) from exc
 
     def _add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
         batch = list({r.id: r for r in records}.values())  # a repeated id: the last record, stored once
@@ -260,18 +237,18 @@ class SqliteMemoryStore:
             return []
         deadline = time.monotonic() + self._budget_s
         with self._connection() as db:
-            held = _held(db, app_name, user_id, [r.id for r in batch])
+            held = held_ids(db, app_name, user_id, [r.id for r in batch])
         fresh = [r for r in batch if r.id not in held]
         while fresh:
             index = self._build_index(fresh)  # outside the transaction: a slow embedder holds no lock
             blob = index.to_bytes()
             with self._write() as db:
-                raced = _held(db, app_name, user_id, [r.id for r in fresh])
+                raced = held_ids(db, app_name, user_id, [r.id for r in fresh])
                 if not raced:
                     part = IndexedRecords({r.id: r for r in fresh}, index)
-                    written = {_insert_part(db, app_name, user_id, fresh, blob): part}
+                    written = {insert_part(db, app_name, user_id, fresh, blob): part}
                     written.update(self._merge_if_needed(db, app_name, user_id, written))
-                    _bump(db, app_name, user_id)
+                    bump_generation(db, app_name, user_id)
             if not raced:
                 # Only once committed: a rolled-back part's id may be given again (AUTOINCREMENT rolls back too).
                 for part_id, stored in written.items():
@@ -317,8 +294,8 @@ class SqliteMemoryStore:
         known = self._known(cached) | at_hand
         loaded = self._read_parts(db, [i for i in merged_ids if i not in known])
         parts = [known[i] if i in known else loaded[i] for i in merged_ids]
-        merged = _combined(parts, self._combine)
-        part_id = _replace_parts(db, app_name, user_id, merged_ids, merged)
+        merged = combine_parts(parts, self._combine)
+        part_id = replace_parts(db, app_name, user_id, merged_ids, merged)
         return {} if part_id is None else {part_id: merged}
 
     def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
@@ -332,7 +309,7 @@ class SqliteMemoryStore:
         if not ids:
             return
         deadline = time.monotonic() + self._budget_s
-        with _unavailable_on_error("could not forget the memories; retry"):
+        with unavailable_on_error("could not forget the memories; retry"):
             while True:
                 state = self._state(app_name, user_id)
                 if not ids & set(state.combined.records):
@@ -371,17 +348,17 @@ class SqliteMemoryStore:
             indexes.append(rebuilt)
         replacement = IndexedRecords(kept, self._combine(indexes) if kept else None)
         with self._write() as db:
-            if _generation(db, app_name, user_id) != state.generation:
+            if read_generation(db, app_name, user_id) != state.generation:
                 raise _Changed()
             doomed = sorted(gone)
-            for start in range(0, len(doomed), _IN_CHUNK):
-                chunk = doomed[start : start + _IN_CHUNK]
+            for start in range(0, len(doomed), IN_CHUNK):
+                chunk = doomed[start : start + IN_CHUNK]
                 db.execute(
-                    f"DELETE FROM memory_ids WHERE app = ? AND user = ? AND memory_id IN ({_marks(chunk)})",
+                    f"DELETE FROM memory_ids WHERE app = ? AND user = ? AND memory_id IN ({marks(chunk)})",
                     (app_name, user_id, *chunk),
                 )
-            written = _replace_parts(db, app_name, user_id, touched, replacement)
-            _bump(db, app_name, user_id)
+            written = replace_parts(db, app_name, user_id, touched, replacement)
+            bump_generation(db, app_name, user_id)
         if written is not None:
             self._remember(written, replacement)
 
@@ -389,18 +366,18 @@ class SqliteMemoryStore:
         """Forget every memory of the user; a later save starts afresh. Idempotent. ``before`` gets the view the
         deletion removes: the deletion is redone over a new view when a save landed after it was read."""
         deadline = time.monotonic() + self._budget_s
-        with _unavailable_on_error("could not forget the memories; retry"):
+        with unavailable_on_error("could not forget the memories; retry"):
             while True:
                 if before is not None:
                     with self._connection() as db:
-                        generation = _generation(db, app_name, user_id)
+                        generation = read_generation(db, app_name, user_id)
                     before(self.view(app_name, user_id).records)
                 with self._write() as db:
-                    raced = before is not None and _generation(db, app_name, user_id) != generation
+                    raced = before is not None and read_generation(db, app_name, user_id) != generation
                     if not raced:
                         db.execute("DELETE FROM memory_ids WHERE app = ? AND user = ?", (app_name, user_id))
                         db.execute("DELETE FROM memory_parts WHERE app = ? AND user = ?", (app_name, user_id))
-                        _bump(db, app_name, user_id)
+                        bump_generation(db, app_name, user_id)
                 if not raced:
                     break
                 if time.monotonic() > deadline:  # a save landed after the view was read: read it again
@@ -408,102 +385,3 @@ class SqliteMemoryStore:
             with self._cache_lock:
                 self._views.pop((app_name, user_id), None)
         self._checkpoint()
-
-
-# --- statements -------------------------------------------------------------------------------------------------
-
-
-def _generation(db: sqlite3.Connection, app_name: str, user_id: str) -> int:
-    row = db.execute("SELECT generation FROM memory_users WHERE app = ? AND user = ?", (app_name, user_id)).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _bump(db: sqlite3.Connection, app_name: str, user_id: str) -> None:
-    db.execute(
-        "INSERT INTO memory_users (app, user, generation) VALUES (?, ?, 1) "
-        "ON CONFLICT (app, user) DO UPDATE SET generation = generation + 1",
-        (app_name, user_id),
-    )
-
-
-def _held(db: sqlite3.Connection, app_name: str, user_id: str, ids: list[str]) -> set[str]:
-    held: set[str] = set()
-    for start in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[start : start + _IN_CHUNK]
-        held.update(
-            row[0]
-            for row in db.execute(
-                f"SELECT memory_id FROM memory_ids WHERE app = ? AND user = ? AND memory_id IN ({_marks(chunk)})",
-                (app_name, user_id, *chunk),
-            )
-        )
-    return held
-
-
-def _insert_part(
-    db: sqlite3.Connection, app_name: str, user_id: str, records: list[MemoryRecord], index_bytes: bytes
-) -> int:
-    body = json.dumps([r.to_json() for r in records], separators=(",", ":"), ensure_ascii=False)
-    cursor = db.execute(
-        "INSERT INTO memory_parts (app, user, size, records, index_blob) VALUES (?, ?, ?, ?, ?)",
-        (app_name, user_id, len(records), body, index_bytes),
-    )
-    part_id = cursor.lastrowid
-    assert part_id is not None
-    db.executemany(
-        "INSERT OR REPLACE INTO memory_ids (app, user, memory_id, part_id) VALUES (?, ?, ?, ?)",
-        [(app_name, user_id, r.id, part_id) for r in records],
-    )
-    return part_id
-
-
-def _replace_parts(
-    db: sqlite3.Connection, app_name: str, user_id: str, old: list[int], new: IndexedRecords
-) -> int | None:
-    """Delete the parts ``old`` and store ``new`` (unless empty) in their place, its ids pointing at it; the
-    new part's id."""
-    for start in range(0, len(old), _IN_CHUNK):
-        chunk = old[start : start + _IN_CHUNK]
-        db.execute(f"DELETE FROM memory_parts WHERE part_id IN ({_marks(chunk)})", chunk)
-    if not new.records:
-        return None
-    return _insert_part(db, app_name, user_id, list(new.records.values()), new.index.to_bytes())
-
-
-def _marks(values: list[Any]) -> str:
-    """The placeholders of an ``IN (…)`` list."""
-    return ",".join("?" * len(values))
-
-
-def _combined(parts: list[IndexedRecords], combine: Callable[[list[Any]], Any]) -> IndexedRecords:
-    records: dict[str, MemoryRecord] = {}
-    for part in parts:
-        records.update(part.records)
-    return IndexedRecords(records, combine([p.index for p in parts]) if parts else None)
-
-
-# --- errors -----------------------------------------------------------------------------------------------------
-
-
-def _as_unavailable(exc: BaseException) -> BaseException:
-    """A busy or failing database as ``ServiceUnavailable`` (503); anything else as it is."""
-    if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
-        logger.warning("memory database error", extra={"error": repr(exc)})
-        busy = "locked" in str(exc) or "busy" in str(exc)
-        message = "the memory database is busy; retry" if busy else f"the memory database failed ({exc}); retry"
-        unavailable = ServiceUnavailable(message, retry_after=1)
-        unavailable.__cause__ = exc
-        return unavailable
-    return exc
-
-
-@contextlib.contextmanager
-def _unavailable_on_error(message: str) -> Iterator[None]:
-    try:
-        yield
-    except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
-        converted = _as_unavailable(exc)
-        if converted is exc:
-            raise
-        logger.warning(message, extra={"error": repr(exc)})
-        raise converted from exc
