@@ -22,7 +22,7 @@ from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, Not
 from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
 from agent_memory.stores.sqlite import SqliteClaimStore, SqliteDatabase
 from agent_memory.stores.sqlite_memories import MAX_PARTS, SqliteMemoryStore
-from tests.conftest import BUCKET, TABLE, race
+from tests.support.aws import BUCKET, TABLE, race
 
 
 class Clock:

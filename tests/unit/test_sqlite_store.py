@@ -12,7 +12,7 @@ from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.sqlite import SCHEMA_VERSION, SqliteClaimStore, SqliteDatabase, SqliteSessionStore
 from agent_memory.wire.jsonio import RawJSON, dumps
-from tests.contract.test_session_store import KEY, event, record
+from tests.support.sessions import KEY, event, record
 
 
 def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path: Path) -> None:
