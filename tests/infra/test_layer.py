@@ -18,12 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.layer_env import (
-    LAYER,
-    ROOT,
-    layer_packages,
-    runtime_venv,
-)
+from tests.support.layer_env import LAYER, ROOT, layer_packages, runtime_venv
 
 PROBE = Path(__file__).with_name("layer_probe.py")
 

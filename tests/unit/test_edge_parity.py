@@ -18,13 +18,7 @@ from hypothesis import strategies as st
 
 from agent_memory.edge import params
 from tests.support.strategies import SESSIONS, Request, encode, requests_for, states
-from tests.unit.parity import (
-    TABLE,
-    TEMPLATE_ROUTES,
-    answered_alike,
-    gateway_event,
-    route_handler,
-)
+from tests.unit.parity import TABLE, TEMPLATE_ROUTES, answered_alike, gateway_event, route_handler
 
 LEAN = {"taken": 0, "left": 0}
 
