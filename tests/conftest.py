@@ -3,43 +3,18 @@
 from __future__ import annotations
 
 import functools
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agent_memory import composition
 from bench.support.aws_counter import RequestCounter
+from tests.support.aws import BUCKET, TABLE, clear_caches
 
 # A test process imports the search handler many times over (a cold search function's init pauses the garbage
 # collector until its first search, then freezes what is alive): not here. tests/unit/test_cold_gc.py tests it.
 composition._cold_gc.pause = lambda: None  # type: ignore[method-assign]
-
-TABLE = "agent-memory-test"
-BUCKET = "agent-memory-test-context"
-
-
-def race(*targets: Callable[[], None]) -> None:
-    """Run ``targets`` at once, each on its own thread (as Lambda containers, or the local server's request threads,
-    run: with no lock between them); a thread's failure fails the caller."""
-    errors: list[BaseException] = []
-
-    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:  # reported below: a thread's failure must fail the test
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=guarded(fn)) for fn in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -74,19 +49,7 @@ def _aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "agent-memory")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "AgentMemoryTest")
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
-    _clear_caches()
-
-
-def _clear_caches() -> None:
-    from agent_memory.composition import services
-    from agent_memory.config import settings
-    from agent_memory.providers.summarizers import clear_api_key_cache
-    from agent_memory.runtime.aws import reset_clients
-
-    reset_clients()
-    settings.cache_clear()
-    clear_api_key_cache()
-    services.cache_clear()
+    clear_caches()
 
 
 @pytest.fixture(scope="session")
@@ -109,10 +72,10 @@ def aws(_one_kms_key_pair: None) -> Iterator[dict[str, Any]]:
     template's empty table and bucket, and builds its own clients."""
     from local.inprocess import in_process_aws
 
-    _clear_caches()
+    clear_caches()
     with in_process_aws(TABLE, BUCKET) as clients:
         yield clients
-    _clear_caches()
+    clear_caches()
 
 
 @pytest.fixture

@@ -235,7 +235,7 @@ def main() -> None:
 
     from moto.server import ThreadedMotoServer
 
-    from tests.infra.test_layer import layer_packages, runtime_venv
+    from tests.support.layer_env import layer_packages, runtime_venv
 
     python = str(runtime_venv() / "bin" / "python")
     packages = str(layer_packages())

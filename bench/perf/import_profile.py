@@ -56,7 +56,7 @@ def main() -> None:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from tests.infra.test_layer import layer_packages, runtime_venv
+    from tests.support.layer_env import layer_packages, runtime_venv
 
     python = str(runtime_venv() / "bin" / "python")
     packages = str(layer_packages())

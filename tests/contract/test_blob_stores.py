@@ -17,7 +17,7 @@ from agent_memory.stores.files import FileBlobStore
 from agent_memory.stores.inmemory import InMemoryBlobStore
 from agent_memory.stores.ports import BlobMissing, BlobStore
 from agent_memory.stores.s3 import STAGED_TAG, S3BlobStore
-from tests.conftest import BUCKET
+from tests.support.aws import BUCKET
 
 
 @pytest.fixture(params=["memory", "files", "s3"])

@@ -12,24 +12,25 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, DeletionRaced, EventQuery, SessionKey, SessionStore, marks_of
 from agent_memory.stores.s3 import S3BlobStore
-from tests.conftest import BUCKET, TABLE, RequestCounter
-from tests.contract.test_session_store import KEY, event, ids_of, record, store  # noqa: F401 (the fixture)
+from bench.support.aws_counter import RequestCounter
+from tests.support.aws import BUCKET, TABLE
+from tests.support.sessions import KEY, event, ids_of, record
 
 
-def ten(store: SessionStore) -> None:  # noqa: F811
+def ten(store: SessionStore) -> None:
     store.create_session(record(), ScopedDelta())
     for i in range(1, 11):
         store.append_events(KEY, [event(f"e{i}", 1000.0 + i)], None)
 
 
-def deletion(store: SessionStore, *ranges: tuple[int, int], summary: tuple[str | None, int] = (None, 0)) -> Deletion:  # noqa: F811
+def deletion(store: SessionStore, *ranges: tuple[int, int], summary: tuple[str | None, int] = (None, 0)) -> Deletion:
     got = store.get_session(KEY)
     assert got is not None
     return Deletion(tuple(ranges), got.last_seq, got.deletions, summary[0], summary[1])
 
 
 def test_a_deletion_hides_its_events_from_every_read_at_once_and_moves_only_the_version(
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
 ) -> None:
     ten(store)
     before = store.get_session(KEY)
@@ -55,7 +56,7 @@ def test_a_deletion_hides_its_events_from_every_read_at_once_and_moves_only_the_
     assert ids_of(store, EventQuery()) == ["e1", "e2", "e5", "e6", "e7", "e11"]
 
 
-def test_purge_hands_over_the_ids_before_they_go_and_is_idempotent(store: SessionStore) -> None:  # noqa: F811
+def test_purge_hands_over_the_ids_before_they_go_and_is_idempotent(store: SessionStore) -> None:
     ten(store)
     store.delete_events(KEY, deletion(store, (2, 3)), None)
     handed: list[list[str]] = []
@@ -70,7 +71,7 @@ def test_purge_hands_over_the_ids_before_they_go_and_is_idempotent(store: Sessio
 
 
 def test_a_purge_that_fails_in_its_hook_leaves_the_events_hidden_and_the_next_one_finishes(
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
 ) -> None:
     ten(store)
     store.delete_events(KEY, deletion(store, (1, 10)), None)
@@ -87,7 +88,7 @@ def test_a_purge_that_fails_in_its_hook_leaves_the_events_hidden_and_the_next_on
     assert ids_of(store, EventQuery()) == []
 
 
-def test_the_deletion_moves_the_watermark_and_marks_the_session_due(store: SessionStore) -> None:  # noqa: F811
+def test_the_deletion_moves_the_watermark_and_marks_the_session_due(store: SessionStore) -> None:
     ten(store)
     summary = store.append_compaction(KEY, event("c1", 1100.0), 6, 0)
     assert summary is not None and summary["seq"] == 11
@@ -103,7 +104,7 @@ def test_the_deletion_moves_the_watermark_and_marks_the_session_due(store: Sessi
     assert "c1" not in ids_of(store, EventQuery())
 
 
-def test_a_stale_if_match_or_a_moved_session_deletes_nothing(store: SessionStore) -> None:  # noqa: F811
+def test_a_stale_if_match_or_a_moved_session_deletes_nothing(store: SessionStore) -> None:
     ten(store)
     planned = deletion(store, (1, 2))
     with pytest.raises(PreconditionFailed):
@@ -116,7 +117,7 @@ def test_a_stale_if_match_or_a_moved_session_deletes_nothing(store: SessionStore
         store.delete_events(SessionKey("app", "alice", "nope"), planned, None)
 
 
-def test_a_second_deletion_planned_on_the_same_read_is_refused(store: SessionStore) -> None:  # noqa: F811
+def test_a_second_deletion_planned_on_the_same_read_is_refused(store: SessionStore) -> None:
     ten(store)
     first = deletion(store, (1, 1))
     second = deletion(store, (2, 2))
@@ -125,7 +126,7 @@ def test_a_second_deletion_planned_on_the_same_read_is_refused(store: SessionSto
         store.delete_events(KEY, second, None)
 
 
-def test_a_compaction_planned_before_a_deletion_stores_no_summary(store: SessionStore) -> None:  # noqa: F811
+def test_a_compaction_planned_before_a_deletion_stores_no_summary(store: SessionStore) -> None:
     ten(store)
     planned_on = store.get_session(KEY)
     assert planned_on is not None
@@ -136,7 +137,7 @@ def test_a_compaction_planned_before_a_deletion_stores_no_summary(store: Session
     assert store.append_compaction(KEY, event("c2", 1100.0), 5, 0, deletions=fresh.deletions) is not None
 
 
-def test_deleting_the_session_after_a_deletion_leaves_nothing(store: SessionStore) -> None:  # noqa: F811
+def test_deleting_the_session_after_a_deletion_leaves_nothing(store: SessionStore) -> None:
     ten(store)
     store.delete_events(KEY, deletion(store, (1, 5)), None)
     store.delete_session(KEY)
@@ -169,7 +170,7 @@ def test_offloaded_payloads_go_with_the_purge_every_version(aws: dict[str, Any])
 
 @pytest.mark.parametrize("purged", [False, True])
 def test_marks_read_with_the_record_before_a_deletion_never_show_part_of_it(
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
     purged: bool,
 ) -> None:
     """A caller hands ``read_events`` the marks of the record it read (``EventQuery.marks``); a deletion that commits
@@ -208,7 +209,7 @@ def test_marks_from_the_record_save_the_read_before_the_events(aws: dict[str, An
     assert counter.count("dynamodb", "Query") == 3
 
 
-def planned_on(store: SessionStore, *ranges: tuple[int, int]) -> Deletion:  # noqa: F811
+def planned_on(store: SessionStore, *ranges: tuple[int, int]) -> Deletion:
     """A deletion that hands the store the record it was planned on (as the service does)."""
     got = store.get_session(KEY)
     assert got is not None
@@ -216,7 +217,7 @@ def planned_on(store: SessionStore, *ranges: tuple[int, int]) -> Deletion:  # no
 
 
 def test_a_deletion_whose_record_moved_is_refused_or_decided_on_the_session_as_it_is(
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
 ) -> None:
     """The record stands in for the store's own read only as a condition: a session that moved since fails it and
     is read again (an append: refused, to be planned again); a record whose hidden ranges a purge has emptied

@@ -12,11 +12,12 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, EventQuery, SessionStore, Tail, marks_of
 from agent_memory.stores.s3 import S3BlobStore
-from tests.conftest import BUCKET, TABLE, RequestCounter
-from tests.contract.test_session_store import KEY, MARKS, event, record, store  # noqa: F401 (the fixture)
+from bench.support.aws_counter import RequestCounter
+from tests.support.aws import BUCKET, TABLE
+from tests.support.sessions import KEY, MARKS, event, record
 
 
-def ten(store: SessionStore, text: str = "hi") -> None:  # noqa: F811
+def ten(store: SessionStore, text: str = "hi") -> None:
     store.create_session(record(), ScopedDelta())
     store.append_events(KEY, [event(f"e{i}", 1000.0 + i, text=text) for i in range(1, 11)], None)
 
@@ -41,14 +42,14 @@ def ids(tail: Tail) -> list[str]:
     return [e["id"] for e in tail.events]
 
 
-def delete(store: SessionStore, lo: int, hi: int) -> None:  # noqa: F811
+def delete(store: SessionStore, lo: int, hi: int) -> None:
     got = store.get_session(KEY)
     assert got is not None
     deletion = Deletion(((lo, hi),), got.last_seq, got.deletions, got.summary_event_id, got.summary_end_seq)
     store.delete_events(KEY, deletion, None)
 
 
-def test_pages_are_read_newest_first_as_need_asks_and_come_back_oldest_first(store: SessionStore) -> None:  # noqa: F811
+def test_pages_are_read_newest_first_as_need_asks_and_come_back_oldest_first(store: SessionStore) -> None:
     ten(store)
     shown, need = paced(3, 2, 0)
     tail = store.read_tail(KEY, EventQuery(), need)
@@ -57,7 +58,7 @@ def test_pages_are_read_newest_first_as_need_asks_and_come_back_oldest_first(sto
     assert [e["seq"] for e in tail.events] == [6, 7, 8, 9, 10]
 
 
-def test_a_read_that_reaches_the_selections_start_stops_there(store: SessionStore) -> None:  # noqa: F811
+def test_a_read_that_reaches_the_selections_start_stops_there(store: SessionStore) -> None:
     ten(store)
     shown, need = paced(4, 100, 100)
     tail = store.read_tail(KEY, EventQuery(), need)
@@ -74,14 +75,14 @@ def test_a_read_that_reaches_the_selections_start_stops_there(store: SessionStor
 
 
 def test_nothing_is_read_when_need_wants_nothing_and_a_missing_session_has_no_events(
-    store: SessionStore,  # noqa: F811
+    store: SessionStore,
 ) -> None:
     assert store.read_tail(KEY, EventQuery(), paced(5)[1]) == Tail(events=[], older=0)
     ten(store)
     assert store.read_tail(KEY, EventQuery(), paced(0)[1]) == Tail(events=[], older=0)  # nothing asked, none read
 
 
-def test_only_a_selection_by_seq_is_read(store: SessionStore) -> None:  # noqa: F811
+def test_only_a_selection_by_seq_is_read(store: SessionStore) -> None:
     ten(store)
     for query in (
         EventQuery(num_recent=3),
@@ -93,7 +94,7 @@ def test_only_a_selection_by_seq_is_read(store: SessionStore) -> None:  # noqa: 
             store.read_tail(KEY, query, paced(5)[1])
 
 
-def test_pending_deletions_are_left_out_and_not_counted(store: SessionStore) -> None:  # noqa: F811
+def test_pending_deletions_are_left_out_and_not_counted(store: SessionStore) -> None:
     ten(store)
     delete(store, 4, 6)
     tail = store.read_tail(KEY, EventQuery(), paced(3, 2, 0)[1])
@@ -115,7 +116,7 @@ def test_pending_deletions_are_left_out_and_not_counted(store: SessionStore) -> 
     assert ids(tail) == ["e7", "e10"] and tail.older == 0
 
 
-def test_a_deletion_committed_during_the_read_is_never_half_seen(store: SessionStore) -> None:  # noqa: F811
+def test_a_deletion_committed_during_the_read_is_never_half_seen(store: SessionStore) -> None:
     ten(store)
     deleted = False
 
@@ -138,7 +139,7 @@ def test_a_deletion_committed_during_the_read_is_never_half_seen(store: SessionS
     assert inside in ([], list(range(max(5, seqs[0]), 10))), seqs
 
 
-def test_large_events_round_trip(store: SessionStore) -> None:  # noqa: F811
+def test_large_events_round_trip(store: SessionStore) -> None:
     ten(store, text="z" * 3_000)  # offloaded to S3 by the DynamoDB store of this suite
     tail = store.read_tail(KEY, EventQuery(), paced(2, 0)[1])
     assert [e["content"]["parts"][0]["text"] for e in tail.events] == ["z" * 3_000] * 2

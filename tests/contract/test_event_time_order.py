@@ -15,14 +15,10 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter
-from tests.conftest import BUCKET, TABLE
-from tests.contract import test_session_store
-from tests.contract.test_session_store import event, record
-from tests.contract.test_session_transfer import exported_event
+from tests.support.aws import BUCKET, TABLE
+from tests.support.sessions import event, exported_event, record
 
 _sessions = itertools.count()
-# every SessionStore adapter, as the session store's contract builds them
-store = test_session_store.store
 
 
 def dynamo(aws: dict[str, Any]) -> DynamoSessionStore:

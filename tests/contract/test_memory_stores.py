@@ -24,7 +24,7 @@ from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_p
 from agent_memory.stores.sqlite.claims import SqliteClaimStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.memories import SqliteMemoryStore
-from tests.conftest import BUCKET, TABLE, race
+from tests.support.aws import BUCKET, TABLE, race
 
 
 class Clock:

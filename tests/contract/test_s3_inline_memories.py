@@ -1,7 +1,7 @@
 """The S3 memory store's inline records: a small save keeps its records in the manifest it writes
 anyway (one PUT, no part) until they pass ``inline_max_bytes``, then a save writes them all out as a segment.
 Real boto3 against moto; what is stored is read back from the bucket in its stored format
-(``tests/memory_objects.py``)."""
+(``tests/support/memory_objects.py``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from agent_memory.stores.memory_parts import decode_part
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.s3_memories import S3MemoryStore
 from bench.support.aws_counter import RequestCounter
-from tests.conftest import BUCKET, race
-from tests.memory_objects import inline_records, version_bytes
-from tests.unit.test_search import HashEmbedder
+from tests.support.aws import BUCKET, race
+from tests.support.embedders import HashEmbedder
+from tests.support.memory_objects import inline_records, version_bytes
 
 PREFIX = "memories/app/alice/"
 EMBEDDER = HashEmbedder()

@@ -21,9 +21,8 @@ from agent_memory.stores.ports import EventQuery, SessionKey, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.store import SqliteSessionStore
-from tests.conftest import BUCKET, TABLE, race
-
-from .test_session_store import event, record
+from tests.support.aws import BUCKET, TABLE, race
+from tests.support.sessions import event, record
 
 QUOTAS = Quotas(sessions_per_user=3, events_per_session=5)
 Build = Callable[[Quotas], SessionStore]

@@ -16,44 +16,14 @@ from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.runtime.aws import client
 from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
-from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord, SessionStore
+from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.store import SqliteSessionStore
 from agent_memory.wire.jsonio import event_size
-from tests.conftest import BUCKET, TABLE, RequestCounter, race
-
-KEY = SessionKey("app", "alice", "s1")
-# Items (and Queries) a DynamoDB read of events spends on the session item's deletion marks.
-MARKS = 2
-
-
-@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield InMemorySessionStore()
-    elif request.param == "sqlite":
-        db = SqliteDatabase(tmp_path / "agent-memory.db")
-        yield SqliteSessionStore(db)
-        db.close()
-    else:
-        aws: dict[str, Any] = request.getfixturevalue("aws")
-        yield DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), offload_bytes=2_000)
-
-
-def record(key: SessionKey = KEY, now: float = 1000.0) -> SessionRecord:
-    return SessionRecord(key.app_name, key.user_id, key.session_id, create_time=now, update_time=now)
-
-
-def event(event_id: str, ts: float, text: str = "hi", delta: dict[str, Any] | None = None) -> NewEvent:
-    body = {
-        "id": event_id,
-        "author": "user",
-        "timestamp": ts,
-        "content": {"role": "user", "parts": [{"text": text}]},
-        "actions": {"state_delta": delta or {}},
-    }
-    return NewEvent(id=event_id, timestamp=ts, body=body, delta=split_delta(delta or {}))
+from bench.support.aws_counter import RequestCounter
+from tests.support.aws import BUCKET, TABLE, race
+from tests.support.sessions import KEY, MARKS, event, ids_of, record
 
 
 def test_create_is_get_or_create_and_applies_state_by_scope(store: SessionStore) -> None:
@@ -380,10 +350,6 @@ def ten_events(store: SessionStore, stamps: list[float] | None = None, text: str
     store.create_session(record(), ScopedDelta())
     stamps = stamps or [1001.0 + i for i in range(10)]
     store.append_events(KEY, [event(f"e{i}", ts, text=text) for i, ts in enumerate(stamps)], None)
-
-
-def ids_of(store: SessionStore, query: EventQuery) -> list[str]:
-    return [e["id"] for e in store.read_events(KEY, query)]
 
 
 def test_limit_reads_forward_from_after_seq(store: SessionStore) -> None:

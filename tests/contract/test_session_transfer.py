@@ -21,9 +21,8 @@ from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, Ses
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.store import SqliteSessionStore
-from tests.conftest import BUCKET, TABLE
-
-from .test_session_store import event, record
+from tests.support.aws import BUCKET, TABLE
+from tests.support.sessions import event, exported_event, record
 
 KEY = SessionKey("app", "alice", "s1")
 Build = Callable[[Quotas], SessionStore]
@@ -49,20 +48,6 @@ def build(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Build]:
 @pytest.fixture
 def store(build: Build) -> SessionStore:
     return build(Quotas())
-
-
-def exported_event(event_id: str, seq: int, ts: float, text: str = "hi", **extra: Any) -> dict[str, Any]:
-    """An event as a store reads it back (and an export holds it): ``seq`` last."""
-    return {
-        "id": event_id,
-        "invocation_id": "inv",
-        "author": "user",
-        "timestamp": ts,
-        "content": {"role": "user", "parts": [{"text": text}]},
-        "actions": {"state_delta": {}},
-        **extra,
-        "seq": seq,
-    }
 
 
 def summary_event(event_id: str, seq: int, ts: float, end_ts: float) -> dict[str, Any]:

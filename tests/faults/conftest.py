@@ -38,3 +38,18 @@ def _no_backoff_waits(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     from botocore.retries.standard import ExponentialBackoff
 
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+
+
+@pytest.fixture
+def memory_write_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3 s write budget (10 s in production): the tests that run it out stay quick, and what each fault
+    leaves behind is the same (the session tier measures the real budget)."""
+    monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+
+
+@pytest.fixture
+def lexical_default_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lexical search (no embedder) and the default auto-save policy, for the memory fault tests."""
+    monkeypatch.setenv("EMBEDDER", "none")
+    monkeypatch.setenv("AUTOSAVE_POLICY", "default")

@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from agent_memory.stores.s3_memories import decode_part
-from tests.conftest import BUCKET
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_memories_api import autosave, stream_records
-from tests.memory_objects import inline_records
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, stream_records
+from tests.support.aws import BUCKET
+from tests.support.memory_objects import inline_records
 
 from .injector import FaultInjector, Reply, s3_error, throttle
+from .memory_storage import claims, on_key, save, texts, versions
 
-# The memory tier's fixtures (a 3 s write budget, lexical search, the default policy) and helpers.
-from .test_memory_faults import _lexical, _short_budget, claims, on_key, save, texts, versions  # noqa: F401
+# The memory tier's fixtures (tests/faults/conftest.py): a 3 s write budget, lexical search, the default policy.
+pytestmark = pytest.mark.usefixtures("memory_write_budget", "lexical_default_policy")
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agent_memory.composition import services
-from tests.conftest import BUCKET
-from tests.integration.conftest import Api
+from tests.support.api import Api
+from tests.support.aws import BUCKET
 
 from .injector import FaultInjector, s3_error
 

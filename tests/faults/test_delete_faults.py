@@ -12,12 +12,12 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo import DynamoSessionStore, events_pk, session_pk
 from agent_memory.stores.ports import Deletion, EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
-from tests.conftest import BUCKET, TABLE
-from tests.contract.test_session_store import event, record
-from tests.faults.test_memory_faults import claims, texts
-from tests.integration.conftest import Api, text_event
+from tests.support.api import Api, text_event
+from tests.support.aws import BUCKET, TABLE
+from tests.support.sessions import event, record
 
 from .injector import FaultInjector, request_json, s3_error, throttle
+from .memory_storage import claims, texts
 
 S = "/apps/app/users/alice/sessions"
 KEY = SessionKey("app", "alice", "s1")

@@ -14,9 +14,9 @@ from agent_memory.stores.dynamo import TTL_IDENTITY, events_pk
 from agent_memory.stores.ports import SessionKey
 from local.streams import _json_record, admits, stream_mappings
 from local.template import load_template
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api
-from tests.integration.test_memories_api import autosave
+from tests.support.api import Api
+from tests.support.autosave import autosave
+from tests.support.aws import BUCKET, TABLE
 
 from .injector import FaultInjector, s3_error
 

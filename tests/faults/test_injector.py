@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from agent_memory.runtime.aws import capacity_error
-from tests.conftest import TABLE
+from tests.support.aws import TABLE
 
 from .injector import FaultInjector, cancelled, throttle
 

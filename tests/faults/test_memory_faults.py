@@ -8,7 +8,6 @@ import json
 import math
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -16,31 +15,33 @@ import pytest
 
 from agent_memory.composition import services
 from agent_memory.service.memories import event_memory_id, text_memory_id
-from agent_memory.stores.s3_memories import decode_part
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_memories_api import autosave, seed_session, stream_records
-from tests.memory_objects import inline_records, version_bytes
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, seed_session, stream_records
+from tests.support.aws import BUCKET
+from tests.support.memory_objects import inline_records
 
-from .injector import FaultInjector, Reply, s3_error, throttle
+from .injector import FaultInjector, s3_error, throttle
+from .memory_storage import (
+    BASE,
+    FACTS,
+    MANIFEST,
+    PREFIX,
+    SAVE_FAULTS,
+    assert_unavailable,
+    claims,
+    manifest,
+    named_parts,
+    on_key,
+    only_if_match,
+    save,
+    seed_texts,
+    stored_bytes,
+    stored_record_ids,
+    texts,
+    versions,
+)
 
-PREFIX = "memories/app/alice/"
-BASE = "/apps/app/users/alice/memories"
-MANIFEST = PREFIX + "manifest.json"
-
-
-@pytest.fixture(autouse=True)
-def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 3 s write budget (10 s in production): the tests that run it out stay quick, and what each fault
-    leaves behind is the same (the session tier measures the real budget)."""
-    monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
-
-
-@pytest.fixture(autouse=True)
-def _lexical(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EMBEDDER", "none")
-    monkeypatch.setenv("AUTOSAVE_POLICY", "default")
+pytestmark = pytest.mark.usefixtures("memory_write_budget", "lexical_default_policy")
 
 
 @pytest.fixture
@@ -49,39 +50,6 @@ def api(aws: dict[str, Any]) -> Api:
 
 
 # --- what is stored -------------------------------------------------------------------------------------------
-
-
-def versions(aws: dict[str, Any], prefix: str = PREFIX) -> list[dict[str, Any]]:
-    """Every object version under ``prefix`` (the bucket is versioned)."""
-    listed = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix)
-    return list(listed.get("Versions", []))
-
-
-def stored_bytes(aws: dict[str, Any]) -> bytes:
-    """The content of every object version under the user's prefix (a manifest's inline records decompressed)."""
-    return version_bytes(aws["s3"], BUCKET, PREFIX)
-
-
-def manifest(aws: dict[str, Any]) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = json.loads(aws["s3"].get_object(Bucket=BUCKET, Key=MANIFEST)["Body"].read())
-    except aws["s3"].exceptions.NoSuchKey:
-        return {}
-    return data
-
-
-def named_parts(aws: dict[str, Any]) -> list[str]:
-    m = manifest(aws)
-    return ([m["snapshot"]] if m.get("snapshot") else []) + list(m.get("segments", []))
-
-
-def stored_record_ids(aws: dict[str, Any]) -> Counter[str]:
-    """How many times each record id is held across the parts the manifest names and its inline records."""
-    counts: Counter[str] = Counter(r.id for r in inline_records(manifest(aws)))
-    for key in named_parts(aws):
-        records, _ = decode_part(aws["s3"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
-        counts.update(r.id for r in records)
-    return counts
 
 
 def orphans(aws: dict[str, Any]) -> set[str]:
@@ -95,58 +63,12 @@ def assert_nothing_left(aws: dict[str, Any]) -> None:
     assert named_parts(aws) == [] and not manifest(aws).get("pending_delete") and not manifest(aws).get("purge")
 
 
-def claims(aws: dict[str, Any], user: str = "alice") -> dict[str, bool]:
-    """The user's claim items (forgotten-event marks, and what earlier versions claimed): key -> committed."""
-    items = aws["dynamodb"].query(
-        TableName=TABLE,
-        KeyConditionExpression="PK = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"M#app#{user}"}},
-    )["Items"]
-    return {item["SK"]["S"][2:]: item["committed"]["BOOL"] for item in items}
-
-
-def save(api: Api, body: Any, user: str = "alice") -> Any:
-    return api.request("POST", f"/apps/app/users/{user}/memories", json_body=body)
-
-
-def texts(api: Api, query: str, user: str = "alice") -> list[str]:
-    reply = api.request("POST", f"/apps/app/users/{user}/memories/search", json_body={"query": query, "top_k": 100})
-    assert reply.status == 200, reply.body
-    return [h["content"]["parts"][0]["text"] for h in reply.body["memories"]]
-
-
-def assert_unavailable(reply: Any) -> None:
-    assert reply.status == 503, (reply.status, reply.body)
-    assert (
-        reply.error["code"] == "service_unavailable"
-        and int({k.lower(): v for k, v in reply.headers.items()}["retry-after"]) >= 1
-    )
-
-
-def on_key(fragment: str) -> Callable[[Any], bool]:
-    """Match S3 requests whose URL names ``fragment`` (a part: "/parts/", the manifest: "manifest.json")."""
-    return lambda request: fragment in request.url
-
-
-def only_if_match(request: Any) -> bool:
-    """A conditional manifest write over an existing manifest (not the first one)."""
-    return "manifest.json" in request.url and "If-Match" in request.headers
-
-
 def leave_an_orphan(faults: FaultInjector) -> None:
     """Make the next save leave its part an orphan: its manifest write fails, and so does its read of the
     manifest to see whether the write landed (as when the function dies there), so the part is kept."""
     put = faults.fail("PutObject", s3_error(), times=-1, when=on_key("manifest.json"))
     # every attempt of that one read (botocore makes 4: max_attempts 3 counts retries), none of later ones
     faults.fail("GetObject", s3_error(), times=4, when=lambda r: put.hits > 0 and "manifest.json" in r.url)
-
-
-FACTS = ["allergic to peanuts", "sister Ana lives in Porto", "plays the oboe on sundays"]
-
-
-def seed_texts(api: Api, facts: list[str] = FACTS) -> None:
-    reply = save(api, {"memories": [{"text": t} for t in facts]})
-    assert reply.status == 200 and reply.body["saved"] == len(facts)
 
 
 # --- 1. forgetting is durable ---------------------------------------------------------------------------------
@@ -303,31 +225,6 @@ def test_a_reader_repairs_a_manifest_naming_a_missing_part(api: Api, aws: dict[s
 
 # --- 3. a memory save commits exactly once ---------------------------------------------------------------------
 
-
-def _fail(op: str, reply: Reply, when: Callable[[Any], bool] | None = None) -> Callable[[FaultInjector], None]:
-    def inject(faults: FaultInjector) -> None:
-        faults.fail(op, reply, times=-1, when=when)
-
-    return inject
-
-
-def _lose(op: str, when: Callable[[Any], bool] | None = None) -> Callable[[FaultInjector], None]:
-    def inject(faults: FaultInjector) -> None:
-        faults.lose_answer(op, when=when)
-
-    return inject
-
-
-SAVE_FAULTS = {
-    "part put fails": (_fail("PutObject", s3_error(), on_key("/parts/")), 503),
-    "part put answer lost": (_lose("PutObject", on_key("/parts/")), 200),
-    "manifest write fails": (_fail("PutObject", s3_error(), on_key("manifest.json")), 503),
-    "manifest write answer lost": (_lose("PutObject", on_key("manifest.json")), 200),
-    "manifest read throttled": (_fail("GetObject", s3_error("SlowDown", 503), on_key("manifest.json")), 503),
-    # events only (a text has no forgotten mark to read): the read of the events' marks
-    "forgotten read throttled": (_fail("BatchGetItem", throttle()), 503),
-    "forgotten read answer lost": (_lose("BatchGetItem"), 200),
-}
 
 EVENTS = [text_event(t, id=f"u{i}") for i, t in enumerate(FACTS)]
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from agent_memory.service.memories import text_memory_id
-from tests.conftest import BUCKET
-from tests.integration.conftest import Api
-from tests.memory_objects import inline_records
+from tests.support.api import Api
+from tests.support.aws import BUCKET
+from tests.support.memory_objects import inline_records
 
 from .injector import FaultInjector, s3_error
-from .test_memory_faults import (
+from .memory_storage import (
     BASE,
     FACTS,
     MANIFEST,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from agent_memory.composition import services
-from tests.integration.conftest import Api
+from tests.support.api import Api
 
 from .injector import FaultInjector, s3_error
-from .test_memory_faults import FACTS, assert_unavailable, named_parts, on_key, save, texts, versions
+from .memory_storage import FACTS, assert_unavailable, named_parts, on_key, save, texts, versions
 
 EXTRA = ["collects stamps", "learning the cello", "visited Lisbon in May"]
 

@@ -10,12 +10,12 @@ import pytest
 
 from agent_memory.service.memories import text_memory_id
 from agent_memory.stores.s3_memories import decode_part
-from tests.conftest import BUCKET
-from tests.integration.conftest import Api
-from tests.memory_objects import inline_records
+from tests.support.api import Api
+from tests.support.aws import BUCKET
+from tests.support.memory_objects import inline_records
 
 from .injector import FaultInjector, s3_error
-from .test_memory_faults import BASE, SAVE_FAULTS, assert_unavailable, manifest, named_parts, save, stored_bytes
+from .memory_storage import BASE, SAVE_FAULTS, assert_unavailable, manifest, named_parts, save, stored_bytes
 
 PROFILE = "/apps/app/users/alice/profile"
 TEXTS = ["I am allergic to peanuts", "My sister Ana lives in Porto. I am allergic to peanuts", "I play the oboe"]

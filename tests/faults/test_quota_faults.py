@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from agent_memory.stores.dynamo import COUNTED_ATTR, SESSIONS_ATTR, STATE_SK, session_pk
-from tests.conftest import TABLE
-from tests.integration.conftest import Api, text_event
+from tests.support.api import Api, text_event
+from tests.support.aws import TABLE
 
 from .injector import FaultInjector, cancelled, request_json, throttle
-from .test_session_faults import session_item
+from .session_storage import session_item
 
 
 @pytest.fixture

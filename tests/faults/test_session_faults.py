@@ -13,8 +13,9 @@ import pytest
 from agent_memory.stores.dynamo import PAYLOAD_MISSING_META, STATE_SK, events_pk, session_pk
 from agent_memory.stores.ports import SessionKey
 from agent_memory.stores.s3 import STAGED_TAG
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api, text_event
+from tests.support.api import Api, text_event
+from tests.support.aws import BUCKET, TABLE
+from tests.support.context_api import sweep
 
 from .injector import (
     FaultInjector,
@@ -26,6 +27,7 @@ from .injector import (
     s3_error,
     throttle,
 )
+from .session_storage import chat, event_items, object_versions, retry_after, session_item, summaries, tags
 
 BIG = "x" * 600_000  # over the 350 KB offload threshold: the body goes to S3
 
@@ -43,29 +45,6 @@ def short_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
 
 
 # --- storage probes -------------------------------------------------------------------------------------------
-
-
-def event_items(aws: dict[str, Any], sid: str = "s1") -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = aws["dynamodb"].query(
-        TableName=TABLE,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :v)",  # the events, not the session's state item
-        ExpressionAttributeValues={":pk": {"S": events_pk(SessionKey("app", "alice", sid))}, ":v": {"S": "V#"}},
-        ConsistentRead=True,
-    )["Items"]
-    return items
-
-
-def session_item(aws: dict[str, Any], sid: str = "s1") -> dict[str, Any] | None:
-    item: dict[str, Any] | None = (
-        aws["dynamodb"]
-        .get_item(
-            TableName=TABLE,
-            Key={"PK": {"S": session_pk("app", "alice")}, "SK": {"S": f"S#{sid}"}},
-            ConsistentRead=True,
-        )
-        .get("Item")
-    )
-    return item
 
 
 def state_item(aws: dict[str, Any], sid: str = "s1") -> dict[str, Any] | None:
@@ -87,21 +66,8 @@ def stored_state(item: dict[str, Any] | None) -> dict[str, Any]:
     return {k[3:]: json.loads(v["S"]) for k, v in (item or {}).items() if k.startswith("st:")}
 
 
-def object_versions(aws: dict[str, Any], prefix: str = "sessions/") -> list[dict[str, Any]]:
-    response = aws["s3"].list_object_versions(Bucket=BUCKET, Prefix=prefix)
-    return list(response.get("Versions", [])) + list(response.get("DeleteMarkers", []))
-
-
-def tags(aws: dict[str, Any], key: str) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in aws["s3"].get_object_tagging(Bucket=BUCKET, Key=key)["TagSet"]}
-
-
 def texts(reply_body: dict[str, Any]) -> list[str]:
     return [e["content"]["parts"][0]["text"] for e in reply_body["events"]]
-
-
-def retry_after(reply: Any) -> int:
-    return int(reply.headers["retry-after"])
 
 
 # --- 1. throttling and cancellations: retried within the budget, then 503 -------------------------------------
@@ -688,17 +654,6 @@ def small_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKEN_THRESHOLD", "100000")
 
 
-def chat(api: Api, sid: str, turns: int) -> None:
-    events = []
-    for i in range(turns):
-        events += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
-    assert api.append(sid, {"events": events}).status == 201
-
-
-def summaries(api: Api, sid: str = "s1") -> list[dict[str, Any]]:
-    return [e for e in api.get(sid).body["events"] if "compaction" in (e.get("actions") or {})]
-
-
 @pytest.mark.parametrize("lost", [1, 3], ids=["botocore-retry", "store-retry"])
 def test_a_lost_compaction_answer_leaves_one_summary(
     api: Api, aws: dict[str, Any], faults: FaultInjector, small_compaction: None, lost: int
@@ -720,8 +675,6 @@ def test_a_lost_compaction_answer_leaves_one_summary(
 def test_a_throttled_sweep_leaves_the_session_due(
     api: Api, aws: dict[str, Any], faults: FaultInjector, small_compaction: None, short_budget: float
 ) -> None:
-    from tests.integration.test_context_api import sweep
-
     api.create(session_id="s1")
     chat(api, "s1", 4)
     faults.fail("TransactWriteItems", throttle(), times=-1)

@@ -14,11 +14,11 @@ from agent_memory.stores.dynamo import due_shard
 from agent_memory.stores.ports import SessionKey
 from local.apigw import LambdaContext
 from local.template import load_handler, load_template
-from tests.integration.conftest import Api
-from tests.integration.test_context_api import sweep
+from tests.support.api import Api
+from tests.support.context_api import sweep
 
 from .injector import FaultInjector, Reply, request_json, throttle
-from .test_session_faults import chat, session_item, summaries
+from .session_storage import chat, session_item, summaries
 
 WORKER = "agent-memory-CompactWorkerFunction-EXAMPLE"
 

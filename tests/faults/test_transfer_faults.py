@@ -15,11 +15,11 @@ import pytest
 
 from agent_memory.stores.dynamo import session_pk
 from agent_memory.stores.s3 import STAGED_TAG
-from tests.conftest import TABLE
-from tests.integration.conftest import Api, text_event
+from tests.support.api import Api, text_event
+from tests.support.aws import TABLE
 
 from .injector import FaultInjector, request_json, s3_error, throttle
-from .test_session_faults import event_items, object_versions, retry_after, session_item, tags
+from .session_storage import event_items, object_versions, retry_after, session_item, tags
 
 BIG = "x" * 400_000  # over the 350 KB offload threshold: the body goes to S3
 SESSIONS = "/apps/app/users/alice/sessions"

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from local.server import spawned
 from local.template import load_template, routes
-from tests.fuzz.strategies import APPS, SESSIONS, USERS, Request, requests_for
+from tests.support.strategies import APPS, SESSIONS, USERS, Request, requests_for
 
 # Requests per route; more where the input is richest. At least 2,000 in all.
 PER_ROUTE = {

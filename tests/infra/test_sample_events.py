@@ -16,7 +16,7 @@ import pytest
 
 from local.apigw import LambdaContext
 from local.template import ROOT, function_events, functions, load_handler, load_template, routes
-from tests.infra.test_template import invoke, load_event
+from tests.support.template import check_sample_event, invoke, load_event
 
 TEMPLATE = load_template()
 EVENTS_DIR = ROOT / "events"
@@ -103,9 +103,7 @@ def conversation(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     "name", ["get_context", "compact_session", "save_memories", "search_memories", "forget_memories", "delete_events"]
 )
 def test_new_http_samples_are_api_gateway_events_of_their_route(name: str) -> None:
-    from tests.infra.test_template import test_sample_event_matches_a_template_route as check_shape
-
-    check_shape(name)
+    check_sample_event(name)
 
 
 def test_get_context_event(conversation: None) -> None:

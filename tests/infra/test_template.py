@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from local.apigw import LambdaContext, http_api_event
 from local.template import ROOT, Route, load_handler, load_template, routes
+from tests.support.template import check_sample_event, deployed, invoke
 
 TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
@@ -224,8 +224,6 @@ def test_log_format_drops_the_platform_lines_but_never_the_metrics(level: str) -
     # the platform's START/END/REPORT lines left out (SystemLogLevel WARN) and Lambda's filter at LogLevel, which
     # an EMF metric line (no "level", so INFO) passes; at WARNING and ERROR that filter would drop the metrics, so
     # the Text format, which filters nothing.
-    from tests.infra.test_template_auth import deployed
-
     stack = deployed({"LogLevel": level})
     functions = [k for k, r in stack.template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"]
     assert len(functions) == len(FUNCTIONS)
@@ -316,27 +314,6 @@ def test_the_docs_document_every_parameter() -> None:
 # --- sample events ------------------------------------------------------------------------------------------
 
 
-def load_event(name: str) -> dict[str, Any]:
-    event: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text())
-    return event
-
-
-def route_for(event: dict[str, Any]) -> Route:
-    """The route API Gateway would pick for the event's method and path."""
-    method = event["requestContext"]["http"]["method"]
-    matches = [r for r in routes(TEMPLATE) if r.match(method, event["rawPath"]) is not None]
-    assert len(matches) == 1, f"{method} {event['rawPath']} matches {matches}"
-    return matches[0]
-
-
-def invoke(name: str) -> tuple[int, Any]:
-    event = load_event(name)
-    response = load_handler(route_for(event))(event, LambdaContext(function_name=name))
-    assert not response.get("isBase64Encoded")
-    body = response.get("body") or ""
-    return int(response["statusCode"]), json.loads(body) if body else None
-
-
 @pytest.fixture
 def session(aws: dict[str, Any]) -> Iterator[dict[str, Any]]:
     status, body = invoke("create_session")
@@ -346,32 +323,7 @@ def session(aws: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", SAMPLE_EVENTS)
 def test_sample_event_matches_a_template_route(name: str) -> None:
-    path = EVENTS_DIR / f"{name}.json"
-    assert path.is_file()
-    event = load_event(name)
-    route = route_for(event)
-    assert event["routeKey"] == route.route_key
-    assert event["requestContext"]["routeKey"] == route.route_key
-    assert event["pathParameters"] == route.match(route.method, event["rawPath"])
-    assert event["requestContext"]["http"]["path"] == event["rawPath"]
-    assert event["version"] == "2.0" and event["isBase64Encoded"] is False
-    assert event["requestContext"]["stage"] == "$default"
-    assert "iam" in event["requestContext"]["authorizer"]
-    assert all(h == h.lower() for h in event["headers"]) and "content-type" in event["headers"]
-    # At least every field the local API's events carry, so handlers see the same shape locally and deployed.
-    reference = http_api_event(
-        route,
-        event["rawPath"],
-        event["pathParameters"],
-        query=event.get("queryStringParameters"),
-        body=event.get("body"),
-    )
-    assert set(reference) <= set(event)
-    assert set(reference["requestContext"]) <= set(event["requestContext"])
-    assert set(reference["requestContext"]["http"]) <= set(event["requestContext"]["http"])
-    assert event["rawQueryString"] == reference["rawQueryString"]
-    if "body" in event:
-        assert isinstance(json.loads(event["body"]), dict)
+    check_sample_event(name)
 
 
 def test_create_session_event(aws: dict[str, Any]) -> None:

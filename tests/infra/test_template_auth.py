@@ -8,61 +8,19 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
-from functools import cache
 from typing import Any
 
 import pytest
 
 from local.template import load_template, routes
-from tests.infra.cfn import ACCOUNT, REGION, Stack
+from tests.support.cfn import ACCOUNT, REGION, Stack
+from tests.support.template import deployed
 
 TEMPLATE = load_template()
 ROUTES = {(r.method.lower(), r.path) for r in routes(TEMPLATE)}
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example"
 JWT = {"AuthMode": "jwt", "JwtIssuer": ISSUER, "JwtAudience": "client-a,client-b"}
 SIGV4 = {"type": "apiKey", "name": "Authorization", "in": "header", "x-amazon-apigateway-authtype": "awsSigv4"}
-
-
-class _NoManagedPolicies:
-    """SAM's managed-policy loader: the template names no managed policy by name, so SAM never asks."""
-
-    def load(self) -> dict[str, str]:
-        raise AssertionError("the template names a managed policy by name")
-
-
-def sam_translate(template: dict[str, Any]) -> dict[str, Any]:
-    """``template`` as the SAM transform turns it into plain CloudFormation (what ``sam deploy`` hands over)."""
-    import os
-
-    from samtranslator.translator.transform import transform
-
-    local = copy.deepcopy(template)
-    for resource in local["Resources"].values():
-        properties = resource.get("Properties", {})
-        for key in ("CodeUri", "ContentUri"):  # sam package replaces local folders with S3 locations
-            if isinstance(properties.get(key), str):
-                properties[key] = f"s3://artifacts/{properties[key].strip('/')}.zip"
-    region = os.environ.get("AWS_DEFAULT_REGION")
-    os.environ["AWS_DEFAULT_REGION"] = REGION
-    try:
-        translated: dict[str, Any] = transform(local, {}, _NoManagedPolicies())
-    finally:
-        if region is None:
-            del os.environ["AWS_DEFAULT_REGION"]
-        else:
-            os.environ["AWS_DEFAULT_REGION"] = region
-    return translated
-
-
-@cache
-def _translated() -> str:
-    return json.dumps(sam_translate(TEMPLATE))
-
-
-def deployed(overrides: dict[str, str] | None = None, template: dict[str, Any] | None = None) -> Stack:
-    """The translated template as CloudFormation evaluates it for these parameters."""
-    translated = json.loads(_translated()) if template is None else sam_translate(template)
-    return Stack(translated, overrides)
 
 
 def api_body(stack: Stack) -> dict[str, Any]:

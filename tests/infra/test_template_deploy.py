@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from local.apigw import LambdaContext
 from local.template import ROOT, function_events, load_handler, load_template
-from tests.infra.cfn import ACCOUNT, REGION, Stack
+from tests.support.cfn import ACCOUNT, REGION, Stack
 
 TEMPLATE = load_template()
 FUNCTIONS = sorted(k for k, r in TEMPLATE["Resources"].items() if r["Type"] == "AWS::Serverless::Function")

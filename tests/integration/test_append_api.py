@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api, text_event
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, text_event
 
 ALL_PARTS_EVENT: dict[str, Any] = {
     "id": "evt-1",

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from agent_memory.edge import api as edge
 from local.apigw import LambdaContext, http_api_event, response_body
 from local.template import Route, load_handler, load_template, routes
-from tests.conftest import BUCKET, TABLE, _clear_caches
+from tests.support.aws import BUCKET, TABLE, clear_caches
 
 TEMPLATE_ROUTES = routes(load_template())
 APP, OTHER_APP = "app", "other"
@@ -119,9 +119,9 @@ def jwt_mode(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[G
     monkeypatch.setenv("JWT_ADMIN_SCOPE", ADMIN_SCOPE)
     monkeypatch.setenv("EMBEDDER", "none")  # the dense embedder has its own tests
     monkeypatch.setenv("AUTOSAVE_POLICY", "off")
-    _clear_caches()
+    clear_caches()
     yield Gateway()
-    _clear_caches()
+    clear_caches()
 
 
 def seed(gateway: Gateway, user: str) -> dict[str, str]:
@@ -346,7 +346,7 @@ def test_a_token_without_the_user_claim_reaches_no_user(jwt_mode: Gateway) -> No
 
 def test_the_user_claim_is_configurable(jwt_mode: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JWT_USER_CLAIM", "username")
-    _clear_caches()
+    clear_caches()
     caller = claims("8f1c-uuid", username="alice")
     assert jwt_mode.request("GET", f"/apps/{APP}/users/alice/sessions", caller=caller).status == 200
     assert jwt_mode.request("GET", f"/apps/{APP}/users/8f1c-uuid/sessions", caller=caller).status == 403
@@ -356,7 +356,7 @@ def test_without_an_app_claim_a_token_reaches_its_user_in_any_app(
     jwt_mode: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("JWT_APP_CLAIM", "")
-    _clear_caches()
+    clear_caches()
     alice = claims("alice", app="whatever")
     assert jwt_mode.request("GET", f"/apps/{OTHER_APP}/users/alice/sessions", caller=alice).status == 200
     assert jwt_mode.request("GET", f"/apps/{OTHER_APP}/users/bob/sessions", caller=alice).status == 403
@@ -366,7 +366,7 @@ def test_without_an_app_claim_a_token_reaches_its_user_in_any_app(
 def test_an_admin_group_makes_an_admin(jwt_mode: Gateway, monkeypatch: pytest.MonkeyPatch, groups: Any) -> None:
     monkeypatch.setenv("JWT_ADMIN_GROUP", "admins")
     monkeypatch.setenv("JWT_ADMIN_SCOPE", "")  # and the scope no longer does
-    _clear_caches()
+    clear_caches()
     grouped = claims("dave", **{"cognito:groups": groups})
     assert jwt_mode.request("GET", f"/apps/{APP}/sessions", caller=grouped).status == 200
     scoped = claims("erin", admin=True)
@@ -442,9 +442,9 @@ def iam_mode(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[G
     monkeypatch.delenv("AUTH_MODE", raising=False)  # the default
     monkeypatch.setenv("EMBEDDER", "none")
     monkeypatch.setenv("AUTOSAVE_POLICY", "off")
-    _clear_caches()
+    clear_caches()
     yield Gateway()
-    _clear_caches()
+    clear_caches()
 
 
 @pytest.mark.parametrize("key", sorted(BY_KEY))

@@ -16,8 +16,8 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter
-from tests.conftest import BUCKET, TABLE
-from tests.unit.test_compaction_service import NOW, SETTINGS, FakeSummarizer, add_invocations, key
+from tests.support.aws import BUCKET, TABLE
+from tests.support.compaction import NOW, SETTINGS, FakeSummarizer, add_invocations, key
 
 
 class StaleStore(DynamoSessionStore):

@@ -18,9 +18,10 @@ from agent_memory.stores.dynamo import _ZDICT, DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.wire.jsonio import dumps
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_memories_api import autosave, search, stream_records
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, stream_records
+from tests.support.aws import BUCKET, TABLE
+from tests.support.memories_api import search
 
 KEY = SessionKey("app", "alice", "s1")
 # A compaction summary's kind of text: ~2.6 KB of prose, three write units as JSON text, fewer compressed.

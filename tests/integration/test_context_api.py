@@ -6,17 +6,12 @@ from typing import Any
 
 import pytest
 
-from local.apigw import LambdaContext
-from local.template import load_handler, load_template, schedules
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api
+from bench.support.aws_counter import RequestCounter
+from local.template import load_template
+from tests.support.api import Api
+from tests.support.context_api import compact, context, sweep
 
-
-@pytest.fixture(autouse=True)
-def _small_compaction_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COMPACTION_INTERVAL", "3")
-    monkeypatch.setenv("EVENT_RETENTION_SIZE", "2")
-    monkeypatch.setenv("TOKEN_THRESHOLD", "100000")
+pytestmark = pytest.mark.usefixtures("small_compaction_settings")
 
 
 def chat(api: Api, sid: str, turns: int, start: int = 0) -> None:
@@ -25,24 +20,6 @@ def chat(api: Api, sid: str, turns: int, start: int = 0) -> None:
         events.append({"role": "user", "content": f"question {i}"})
         events.append({"role": "assistant", "content": f"answer {i}"})
     api.append(sid, {"events": events})
-
-
-def context(api: Api, sid: str, **query: Any) -> Any:
-    reply = api.request("GET", f"/apps/app/users/alice/sessions/{sid}/context", query=query or None)
-    assert reply.status == 200, reply.body
-    return reply.body
-
-
-def compact(api: Api, sid: str) -> Any:
-    reply = api.request("POST", f"/apps/app/users/alice/sessions/{sid}/compact")
-    assert reply.status == 200, reply.body
-    return reply.body
-
-
-def sweep() -> dict[str, Any]:
-    (schedule,) = schedules(load_template(), {"CompactionSchedule": "rate(5 minutes)"})
-    result: dict[str, Any] = load_handler(schedule)({"detail-type": "Scheduled Event"}, LambdaContext())
-    return result
 
 
 def test_context_of_a_fresh_conversation_is_its_messages(api: Api) -> None:

@@ -12,10 +12,10 @@ import pytest
 
 from agent_memory.policy.context import MEMORIES_PREFIX
 from agent_memory.policy.profile import PROFILE_HEADER
+from bench.support.aws_counter import RequestCounter
 from local.apigw import http_api_event
 from local.template import load_template, routes
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api
+from tests.support.api import Api
 
 MAY_8 = 1683540000.0  # 2023-05-08T10:00:00Z
 CTX = "/apps/app/users/alice/sessions/{sid}/context"

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api
-from tests.integration.test_context_api import _small_compaction_settings  # noqa: F401 - autouse, as there
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api
+
+# The context routes' tests' compaction settings (tests/integration/conftest.py), as there.
+pytestmark = pytest.mark.usefixtures("small_compaction_settings")
 
 CTX = "/apps/app/users/alice/sessions/{sid}/context"
 

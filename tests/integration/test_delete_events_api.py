@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_context_api import compact, context, sweep
-from tests.integration.test_memories_api import autosave, search, stream_records
-from tests.memory_objects import readable
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, stream_records
+from tests.support.aws import BUCKET, TABLE
+from tests.support.context_api import compact, context, sweep
+from tests.support.memories_api import search
+from tests.support.memory_objects import readable
 
 S = "/apps/app/users/alice/sessions"
 SECRET = "my banking password is hunter2"

@@ -10,7 +10,7 @@ import pytest
 
 from local.apigw import LambdaContext, http_api_event
 from local.server import load_handler
-from tests.integration.conftest import Api, Reply, text_event
+from tests.support.api import Api, Reply, text_event
 
 SESSIONS = "/apps/app/users/alice/sessions"
 MEMORIES = "/apps/app/users/alice/memories"

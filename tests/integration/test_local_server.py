@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from local.moto_backend import install_transaction_applier, uninstall_transaction_applier
 from local.server import spawned
 from local.template import load_handler
-from tests.conftest import TABLE
+from tests.support.aws import TABLE
 
 
 @pytest.fixture(scope="module", params=["embedded", "moto"])

@@ -8,50 +8,18 @@ from typing import Any
 
 import pytest
 
-from local.apigw import LambdaContext
-from local.streams import stream_mappings
-from local.template import load_handler, load_template
-from tests.conftest import BUCKET, TABLE, RequestCounter
-from tests.integration.conftest import Api, text_event
-from tests.memory_objects import version_bytes
-
-BASE = "/apps/app/users/alice/memories"
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, seed_session, stream_records
+from tests.support.aws import BUCKET
+from tests.support.memories_api import BASE, save, search
+from tests.support.memory_objects import version_bytes
 
 
 @pytest.fixture(autouse=True)
 def _lexical_and_default_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDDER", "none")  # the dense embedder has its own tests; keep these fast
     monkeypatch.setenv("AUTOSAVE_POLICY", "default")
-
-
-def seed_session(api: Api, sid: str = "s1", user: str = "alice") -> None:
-    api.create(session_id=sid, user=user)
-    api.append(
-        sid,
-        {
-            "events": [
-                text_event("I am allergic to peanuts", id="u1", custom_metadata={"dia_id": "D1:1"}),
-                text_event("Noted: no peanuts.", author="assistant", id="a1"),
-                text_event("My sister Ana lives in Porto", id="u2", custom_metadata={"dia_id": "D1:3"}),
-                {
-                    "author": "user",
-                    "id": "u3",
-                    "content": {"role": "user", "parts": [{"text": "hmm", "thought": True}]},
-                },
-            ]
-        },
-        user=user,
-    )
-
-
-def save(api: Api, body: Any, user: str = "alice") -> Any:
-    return api.request("POST", f"/apps/app/users/{user}/memories", json_body=body)
-
-
-def search(api: Api, query: str, user: str = "alice", **extra: Any) -> Any:
-    reply = api.request("POST", f"/apps/app/users/{user}/memories/search", json_body={"query": query, **extra})
-    assert reply.status == 200, reply.body
-    return reply.body["memories"]
 
 
 def test_save_session_by_default_policy_is_idempotent(api: Api) -> None:
@@ -308,27 +276,6 @@ def test_concurrent_saves_for_one_user_lose_nothing(api: Api) -> None:
     assert sorted(h["content"]["parts"][0]["text"] for h in found) == sorted(
         f"writer {w} fact {i} zebra" for w in range(5) for i in range(4)
     )
-
-
-def stream_records(aws: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every record of the table's stream in moto that the auto-save mapping's filter passes, as Lambda would
-    deliver them (not, e.g., the writes of a session's state item)."""
-    from local.streams import _json_record, admits
-
-    (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
-    streams = __import__("agent_memory.runtime.aws", fromlist=["client"]).client("dynamodbstreams")
-    arn = aws["dynamodb"].describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-        records += [_json_record(r) for r in streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
-    return [r for r in records if admits(mapping.patterns, r)]
-
-
-def autosave(records: list[dict[str, Any]]) -> dict[str, Any]:
-    (mapping,) = stream_mappings(load_template(), {"AutoSaveBatchSize": "10", "AutoSaveBatchingWindowSeconds": "60"})
-    result: dict[str, Any] = load_handler(mapping)({"Records": records}, LambdaContext())
-    return result
 
 
 def test_autosave_from_the_stream_shares_the_idempotency_record(api: Api, aws: dict[str, Any]) -> None:

@@ -21,9 +21,9 @@ from agent_memory.runtime.aws import client
 from local.apigw import LambdaContext
 from local.streams import stream_mappings
 from local.template import load_handler, load_template, schedules
-from tests.conftest import BUCKET
-from tests.integration.conftest import Api, Reply, text_event
-from tests.integration.test_memories_api import stream_records
+from tests.support.api import Api, Reply, text_event
+from tests.support.autosave import stream_records
+from tests.support.aws import BUCKET
 
 KEY = "sk-live-0123456789abcdef"
 KEY_PARAMETER = "/agent-memory/openai-key"

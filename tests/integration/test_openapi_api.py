@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from agent_memory.edge import openapi
-from tests.integration.conftest import Api, Reply, text_event
+from tests.support.api import Api, Reply, text_event
 
 DOCUMENT = openapi.document()
 

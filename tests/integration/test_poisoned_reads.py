@@ -13,8 +13,8 @@ from agent_memory.stores.dynamo import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.wire.jsonio import dumps, load_stored
-from tests.conftest import BUCKET, TABLE
-from tests.integration.conftest import Api, Reply, text_event
+from tests.support.api import Api, Reply, text_event
+from tests.support.aws import BUCKET, TABLE
 
 DEEP = "[" * 900 + '{"x":1}' + "]" * 900
 DEEP_OBJECT = (

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUCKET, RequestCounter
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_memories_api import BASE, autosave, save, search, seed_session, stream_records
-from tests.memory_objects import version_bytes
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, seed_session, stream_records
+from tests.support.aws import BUCKET
+from tests.support.memories_api import BASE, save, search
+from tests.support.memory_objects import version_bytes
 
 PROFILE = "/apps/app/users/alice/profile"
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api, text_event
-from tests.integration.test_memories_api import autosave, save, search, seed_session, stream_records
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, text_event
+from tests.support.autosave import autosave, seed_session, stream_records
+from tests.support.memories_api import save, search
 
 SESSIONS = "/apps/app/users/alice/sessions"
 

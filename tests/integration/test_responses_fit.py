@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from agent_memory.wire.jsonio import RESPONSE_CAP
-from tests.conftest import RequestCounter
-from tests.integration.conftest import Api, Reply, text_event
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, Reply, text_event
 
 
 def on_the_wire(reply: Reply) -> int:

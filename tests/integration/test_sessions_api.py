@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUCKET, TABLE, RequestCounter
-from tests.integration.conftest import Api, text_event
+from bench.support.aws_counter import RequestCounter
+from tests.support.api import Api, text_event
+from tests.support.aws import BUCKET, TABLE
 
 
 def test_create_new_then_reuse(api: Api, aws: dict[str, Any]) -> None:
@@ -56,7 +57,7 @@ def test_a_true_creation_builds_its_store_and_publisher_clients_from_one_session
     # the first response: a second botocore session (the publisher's) read botocore's endpoint and partition
     # data again, about 90 CPU ms of a cold create
     from agent_memory.runtime.aws import reset_clients
-    from tests.unit.test_aws_clients import count_sessions
+    from tests.support.aws import count_sessions
 
     reset_clients()
     made = count_sessions(monkeypatch)

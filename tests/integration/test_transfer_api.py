@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import Api, text_event
+from tests.support.api import Api, text_event
 
 SESSIONS = "/apps/app/users/alice/sessions"
 BIG = "y" * 400_000  # over the 350 KB offload threshold: DynamoDB keeps the body in S3

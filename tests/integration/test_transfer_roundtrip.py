@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import Api
+from tests.support.api import Api
 
 # JSON text without lone surrogates (a request cannot carry them; the parser refuses the escape).
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)

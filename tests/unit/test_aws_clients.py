@@ -11,23 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import botocore.session
 import pytest
 
 from agent_memory.runtime import aws
-
-
-def count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one for every botocore session made from now on."""
-    made: list[int] = []
-    init = botocore.session.Session.__init__
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
-        made.append(1)
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(botocore.session.Session, "__init__", counting)
-    return made
+from tests.support.aws import count_sessions
 
 
 def test_clients_of_several_services_come_from_one_session(clean_keys: None, monkeypatch: pytest.MonkeyPatch) -> None:

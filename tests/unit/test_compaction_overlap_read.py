@@ -14,7 +14,7 @@ from agent_memory.service.compaction import OVERLAP_EVENTS_PER_INVOCATION, Compa
 from agent_memory.service.sessions import SessionService
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, marks_of
-from tests.unit.test_compaction_service import NOW, FakeSummarizer, key
+from tests.support.compaction import NOW, FakeSummarizer, key
 
 
 class RecordingStore(InMemorySessionStore):

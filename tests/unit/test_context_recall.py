@@ -24,7 +24,7 @@ from agent_memory.policy.context import (
     memories_text,
 )
 from agent_memory.policy.profile import PROFILE_HEADER
-from tests.unit.test_context_window import (
+from tests.unit.conversations import (
     assert_tool_pairs_whole,
     call,
     model,

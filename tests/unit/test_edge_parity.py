@@ -10,132 +10,17 @@ a request both take must reach the handler with the same arguments, of the same 
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.edge import api, params
-from agent_memory.edge.routes import ROUTES, Route
-from agent_memory.errors import AgentMemoryError
-from agent_memory.wire import jsonio
-from local import template
-from local.apigw import LambdaContext, http_api_event
-from local.template import ROOT, load_handler, load_template, routes
-from tests.fuzz.strategies import SESSIONS, Request, encode, requests_for, states
+from agent_memory.edge import params
+from tests.support.strategies import SESSIONS, Request, encode, requests_for, states
+from tests.unit.parity import TABLE, TEMPLATE_ROUTES, answered_alike, gateway_event, route_handler
 
-TEMPLATE_ROUTES = {r.route_key: r for r in routes(load_template())}
-TABLE = {r.key: r for r in ROUTES}
 LEAN = {"taken": 0, "left": 0}
-
-
-def _powertools_path(path: str) -> str:
-    return path.replace("{", "<").replace("}", ">")
-
-
-def shown(value: Any) -> str:
-    """An argument as the handler sees it: a body as its fields (params.NewSession stands for
-    CreateSessionRequest), an append's events as the JSON the service stores of them, in the bytes the store writes
-    (plainevents.PlainEvent stands for models.Event; ids and times filled alike), anything else as its repr."""
-    if hasattr(value, "stored"):
-        return "event " + _stored(value)
-    events = getattr(value, "events", None)  # requests.EventBatch or plainevents.PlainBatch
-    if isinstance(events, list) and events and all(hasattr(e, "stored") for e in events):
-        return "batch " + " ".join(_stored(e) for e in events)
-    return repr(value.model_dump() if hasattr(value, "model_dump") else value)
-
-
-def _stored(event: Any) -> str:
-    from agent_memory.policy.state import strip_temp
-
-    body = event.stored(event.id or "filled-id", event.timestamp or 1.0, strip_temp(event.actions.state_delta))
-    return jsonio.dumps(body)
-
-
-def _echo(app: Any, next_middleware: Any) -> Response[str]:
-    """The handler's arguments as the validation left them (the handler itself is not run)."""
-    arguments = app.context.get("_route_args") or {}
-    return Response(200, "application/json", json.dumps({k: shown(v) for k, v in sorted(arguments.items())}))
-
-
-class _OldValidation(OpenAPIRequestValidationMiddleware):
-    """What the edge was before: Powertools' validation of every request, each body read by the hardened parser."""
-
-    def _get_body(self, app: Any) -> Any:
-        return app.current_event.json_body
-
-
-class _Oracle(APIGatewayHttpResolver):
-    def __init__(self) -> None:
-        super().__init__(enable_validation=True, json_body_deserializer=api.parse_body)
-        self._request_validation_middleware = _OldValidation()  # type: ignore[no-untyped-call]
-
-    def _to_proxy_event(self, event: dict[str, Any]) -> api.RequestEvent:
-        return api.RequestEvent(event, self._json_body_deserializer)
-
-
-def _errors(app: APIGatewayHttpResolver) -> None:
-    app.exception_handler(RequestValidationError)(api._validation_error)
-    app.exception_handler(AgentMemoryError)(api.domain_error_response)
-
-
-def _handler(route: Route) -> Any:
-    target = TEMPLATE_ROUTES[route.key]
-    load_handler(target)
-    return getattr(template._loaded[f"_functions.{(ROOT / target.code_uri).name}.app"], route.operation_id)
-
-
-def _resolvers() -> tuple[APIGatewayHttpResolver, APIGatewayHttpResolver]:
-    oracle = _Oracle()
-    _errors(oracle)
-    oracle.use([_echo])
-    edge = api.Resolver()
-    _errors(edge)
-    edge.use([_echo])
-    for route in ROUTES:
-        if route.key not in TEMPLATE_ROUTES:
-            continue
-        path = _powertools_path(route.path)
-        oracle.route(path, route.method)(api.typed(route.signature))  # the table's types, evaluated: pydantic
-        edge.route(path, route.method)(_handler(route))  # the handler as deployed: its annotations unevaluated
-    return oracle, edge
-
-
-ORACLE, EDGE = _resolvers()
-
-
-def _event(request: Request) -> dict[str, Any] | None:
-    """The event API Gateway would send for ``request`` (None: no route takes it, so no function sees it)."""
-    route = TEMPLATE_ROUTES[request.route]
-    split = urlsplit(request.target)
-    found = route.match(request.method, split.path)
-    if found is None:
-        return None
-    return http_api_event(
-        route, split.path, found, raw_query=split.query, headers=dict(request.headers), body=request.body
-    )
-
-
-def _answer(resolver: APIGatewayHttpResolver, event: dict[str, Any]) -> tuple[int, Any]:
-    out = resolver.resolve(json.loads(json.dumps(event)), LambdaContext(function_name="parity"))
-    return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
-
-
-def _answered_alike(request: Request) -> None:
-    """``request`` (one a route takes) answered by the edge exactly as by Powertools' pydantic validation, never
-    with a 5xx."""
-    event = _event(request)
-    assert event is not None
-    expected = _answer(ORACLE, event)
-    got = _answer(EDGE, event)
-    assert got == expected, request.reproducer()
-    assert got[0] < 500, request.reproducer()
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -169,8 +54,8 @@ def test_every_route_answers_as_powertools_pydantic_validation_did(key: str) -> 
     )
     @given(requests_for(TEMPLATE_ROUTES[key]))
     def check(request: Request) -> None:
-        if _event(request) is not None:
-            _answered_alike(request)
+        if gateway_event(request) is not None:
+            answered_alike(request)
 
     check()
 
@@ -197,7 +82,7 @@ def _create_bodies() -> st.SearchStrategy[Any]:
 def test_the_create_body_is_read_as_pydantic_reads_it(body: Any, if_none_match: str | None) -> None:
     headers = (("content-type", "application/json"),) + ((("if-none-match", if_none_match),) if if_none_match else ())
     data = None if body is None else encode(body)
-    _answered_alike(Request(CREATE, "POST", "/apps/fz/users/u1/sessions", "", headers, data))
+    answered_alike(Request(CREATE, "POST", "/apps/fz/users/u1/sessions", "", headers, data))
 
 
 SEARCH = "POST /apps/{app_name}/users/{user_id}/memories/search"
@@ -242,7 +127,7 @@ def _search_bodies() -> st.SearchStrategy[Any]:
 def test_the_search_body_is_read_as_pydantic_reads_it(body: Any) -> None:
     data = None if body is None else encode(body)
     headers = (("content-type", "application/json"),)
-    _answered_alike(Request(SEARCH, "POST", "/apps/fz/users/u1/memories/search", "", headers, data))
+    answered_alike(Request(SEARCH, "POST", "/apps/fz/users/u1/memories/search", "", headers, data))
 
 
 SAVE = "POST /apps/{app_name}/users/{user_id}/memories"
@@ -295,11 +180,11 @@ def _save_bodies() -> st.SearchStrategy[Any]:
 def test_the_save_body_is_read_as_pydantic_reads_it(body: Any) -> None:
     data = None if body is None else encode(body)
     headers = (("content-type", "application/json"),)
-    _answered_alike(Request(SAVE, "POST", "/apps/fz/users/u1/memories", "", headers, data))
+    answered_alike(Request(SAVE, "POST", "/apps/fz/users/u1/memories", "", headers, data))
 
 
 def test_a_common_search_body_is_read_without_pydantic_as_pydantic_reads_it() -> None:
-    handler = _handler(TABLE[SEARCH])
+    handler = route_handler(TABLE[SEARCH])
     taken = params.arguments(
         handler, {"app_name": "a", "user_id": "u"}, None, None, {}, lambda: {"query": "x", "min_score": 1}
     )
@@ -322,11 +207,11 @@ def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -
     append = TABLE["POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events"]
     create = TABLE["POST /apps/{app_name}/users/{user_id}/sessions"]
     search = TABLE[SEARCH]
-    assert params.plan(_handler(session)).lean and params.plan(_handler(create)).lean
-    assert params.plan(_handler(search)).lean and params.plan(_handler(append)).lean
-    assert not params.plan(_handler(TABLE["POST /apps/{app_name}/users/{user_id}/sessions/import"])).lean
+    assert params.plan(route_handler(session)).lean and params.plan(route_handler(create)).lean
+    assert params.plan(route_handler(search)).lean and params.plan(route_handler(append)).lean
+    assert not params.plan(route_handler(TABLE["POST /apps/{app_name}/users/{user_id}/sessions/import"])).lean
     assert params.arguments(
-        _handler(session),
+        route_handler(session),
         {"app_name": "a", "user_id": "u", "session_id": "s"},
         {"limit": "5", "after_timestamp": "2024-01-01T00:00:00"},
         "limit=5&after_timestamp=2024-01-01T00:00:00",

@@ -7,7 +7,7 @@ aliases, both spellings, nulls, values of the wrong JSON type, bounds passed, un
 inside, chat messages, batches. For each: when ``plainevents`` takes it, pydantic takes it too and the stored JSON
 is the same bytes, the filled-in id and time and the state delta the same; when pydantic refuses it, so does
 ``plainevents`` (it hands it on). Through the HTTP edge, every answer (the 4xx of what neither takes included) is
-the one Powertools' pydantic validation gives (``test_edge_parity._answered_alike``).
+the one Powertools' pydantic validation gives (``parity.answered_alike``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from agent_memory.edge.requests import AppendRequest, EventBatch
 from agent_memory.errors import AgentMemoryError
 from agent_memory.policy.state import strip_temp
 from agent_memory.wire import jsonio, plainevents
-from tests.fuzz.strategies import EVENT_IDS, Request, encode
-from tests.unit.test_edge_parity import _answered_alike
+from tests.support.strategies import EVENT_IDS, Request, encode
+from tests.unit.parity import answered_alike
 
 APPEND = TypeAdapter(AppendRequest)
 COUNTS = {"taken": 0, "left": 0, "refused": 0, "batches": 0, "extras": 0, "tools": 0, "http_taken": 0}
@@ -283,7 +283,7 @@ def test_the_append_body_is_answered_as_powertools_pydantic_validation_answers_i
     headers = (("content-type", "application/json"),) + ((("if-match", if_match),) if if_match else ())
     path = "/apps/fz/users/u1/sessions/s1/events"
     data = encode(body)
-    _answered_alike(Request(APPEND_ROUTE, "POST", path, "", headers, data))
+    answered_alike(Request(APPEND_ROUTE, "POST", path, "", headers, data))
     try:
         parsed = api.parse_body(data.decode())
     except AgentMemoryError:

@@ -19,7 +19,7 @@ import pytest
 
 from agent_memory.runtime import lazyclass
 from agent_memory.runtime.lazyclass import dataclass
-from tests.conftest import race
+from tests.support.aws import race
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "shared"
 

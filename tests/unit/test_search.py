@@ -3,7 +3,6 @@ and degradation to lexical search when the embedder fails."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 
@@ -22,38 +21,12 @@ from agent_memory.search.lexical import (
     stem,
     temporal_question,
 )
+from tests.support.embedders import HashEmbedder, RecordingEmbedder
+from tests.unit.search_corpus import DOCS, ids
 
 # --------------------------------------------------------------------------------------------------------------
 # Fixtures
 # --------------------------------------------------------------------------------------------------------------
-
-DOCS = [
-    Doc("m1", "Caroline: I went to the LGBTQ support group yesterday and it was powerful.", "8 May, 2023"),
-    Doc("m2", "Melanie: I painted that lake sunrise last year, it is special to me."),
-    Doc("m3", "Caroline: I'm researching adoption agencies, I want to give kids a loving home."),
-    Doc("m4", "Melanie: We went camping in the mountains with the kids last weekend."),
-    Doc("m5", "Caroline: My car broke down on the highway, so I took the bus to work."),
-    Doc("m6", "Melanie: Running keeps me sane; I ran a charity race for mental health."),
-]
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors (each token hashed to a dimension): fast, no model."""
-
-    name = "hash"
-    dim = 64
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.calls += 1
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for token in tokenize(text) or ["<empty>"]:
-                out[row, int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1.0
-        unit: npt.NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
-        return unit
 
 
 class BrokenEmbedder(HashEmbedder):
@@ -68,10 +41,6 @@ class BrokenEmbedder(HashEmbedder):
 @pytest.fixture(scope="module")
 def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
-
-
-def ids(results: list[tuple[str, float]]) -> list[str]:
-    return [doc_id for doc_id, _ in results]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -337,18 +306,6 @@ def test_build_raises_embedder_error_when_documents_cannot_be_embedded() -> None
 
     with pytest.raises(EmbedderError, match="ConnectionError"):
         SearchIndex.build(DOCS, Down())
-
-
-class RecordingEmbedder(HashEmbedder):
-    """Remembers what it was asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.seen += texts
-        return super().embed(texts)
 
 
 def test_a_short_memory_is_embedded_with_its_whole_context() -> None:

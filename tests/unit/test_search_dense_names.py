@@ -7,14 +7,7 @@ import pytest
 from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.search.index import DEFAULT_CONFIG
 from agent_memory.search.lexical import neutral_names
-from tests.unit.test_search import RecordingEmbedder
-
-
-class RecordingHashEmbedder(RecordingEmbedder):
-    """``test_search``'s recording bag-of-words vectors, wider (fewer hash collisions in the orders asserted)."""
-
-    dim = 256
-
+from tests.support.embedders import RecordingHashEmbedder
 
 NAMES = {"melanie", "caroline", "ann", "lee", "dr"}
 

@@ -7,7 +7,8 @@ import pytest
 
 from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
 from agent_memory.search.feedback import diversify, expansion_terms
-from tests.unit.test_search import DOCS, HashEmbedder, ids
+from tests.support.embedders import HashEmbedder
+from tests.unit.search_corpus import DOCS, ids
 
 FEEDBACK = SearchConfig(feedback_docs=1, feedback_terms=5, feedback_weight=0.5)
 

@@ -14,8 +14,7 @@ import pytest
 from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.search import index as index_module
 from agent_memory.search.index import DEFAULT_CONFIG, _PartedIndex
-
-from .test_search import HashEmbedder
+from tests.support.embedders import HashEmbedder
 
 WORDS = [
     "trip",

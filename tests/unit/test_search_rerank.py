@@ -10,7 +10,7 @@ import pytest
 from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.search import index as index_module
 from agent_memory.search.index import DEFAULT_CONFIG, RERANK_FEATURES, Rerank
-from tests.unit.test_search_dense_names import RecordingHashEmbedder
+from tests.support.embedders import RecordingHashEmbedder
 
 WORDS = [
     "garden",

@@ -15,7 +15,7 @@ from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.schema import SCHEMA_VERSION
 from agent_memory.stores.sqlite.store import SqliteSessionStore
 from agent_memory.wire.jsonio import RawJSON, dumps
-from tests.contract.test_session_store import KEY, event, record
+from tests.support.sessions import KEY, event, record
 
 
 def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from agent_memory.service.compaction import CompactionService
 from agent_memory.service.sessions import SessionService
 from agent_memory.stores.inmemory import InlineSweepInvoker, InMemorySessionStore
 from agent_memory.stores.ports import SessionKey
-from tests.unit.test_compaction_service import NOW, SETTINGS, FakeSummarizer, add_invocations, compaction_events, key
+from tests.support.compaction import NOW, SETTINGS, FakeSummarizer, add_invocations, compaction_events, key
 
 
 @pytest.fixture
