@@ -317,7 +317,7 @@ def main() -> None:
     from agent_memory.composition import Services
     from agent_memory.config import settings
     from agent_memory.requests import MemoryText
-    from agent_memory.search.index import SearchConfig, SearchIndex
+    from agent_memory.search import SearchConfig, SearchIndex
     from agent_memory.stores.s3_memories import MANIFEST, S3MemoryStore, user_prefix
     from bench.embedding_cache import CachingEmbedder
     from local.moto_backend import SerializedMotoServer

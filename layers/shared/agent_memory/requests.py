@@ -117,7 +117,7 @@ MIN_SCORE_DESCRIPTION = (
     "matches nothing finds nothing); searching without vectors (`EMBEDDER=none`), 0: a memory must share a word "
     "with the query. 0 returns the top_k whatever they score"
 )
-"""The defaults named here are ``search.index.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
+"""The defaults named here are ``search.scoring.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
 MinScore = Annotated[Fraction | None, Query(description=MIN_SCORE_DESCRIPTION)]
 ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")

@@ -23,7 +23,6 @@ import numpy.typing as npt
 
 from agent_memory.search import stored
 from agent_memory.search.ranking import RankedIndex, checked_embeddings, model_name
-from agent_memory.search.stored import embedding_text, quantise, rows_of
 from agent_memory.search.types import Doc
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ class SearchIndex(RankedIndex):
         latest = {doc.id: i for i, doc in enumerate(docs)}
         if len(latest) < len(docs):
             docs = [docs[i] for i in sorted(latest.values())]
-        rows = rows_of(docs)
+        rows = stored.rows_of(docs)
         index = cls(
             rows.ids,
             rows.vocab,
@@ -76,8 +75,8 @@ class SearchIndex(RankedIndex):
         index._term_ids = rows.term_ids
         if embedder is None or not docs:
             return index
-        matrix = checked_embeddings(embedder, [embedding_text(doc) for doc in docs], len(docs))
-        vectors, scales = quantise(matrix)
+        matrix = checked_embeddings(embedder, [stored.embedding_text(doc) for doc in docs], len(docs))
+        vectors, scales = stored.quantise(matrix)
         return index._replace(vectors=vectors, scales=scales, model=model_name(embedder))
 
     def _replace(self, **changes: Any) -> SearchIndex:

@@ -47,7 +47,7 @@ class SecondPass(Protocol):
     signals, before the ``min_score`` cut), takes the ``depth(top_k)`` best of the result (at least ``top_k``;
     the learned rerank's depth when deeper), and has ``reorder`` order them before they are cut to ``top_k``.
     The calibrated scores stay each memory's own. A step reads the index through its documented hooks:
-    ``_top_positions``, ``_text_terms``, ``_term_postings``, ``_bm25_postings``, ``_vectors_of``."""
+    ``_top_positions``, ``_text_terms``, ``_token_postings``, ``_bm25_postings``, ``_vectors_of``."""
 
     def adjust(
         self,
@@ -225,7 +225,7 @@ class RankedIndex(IndexArrays):
         lexical side keeps the query as typed (a name is a frequent, low-idf word there), and so does a query
         naming no author. This vector ranks only: the calibrated score and the ``min_score`` cut keep the cosine of
         the query as typed, which ``Calibration`` was fitted on (``search`` embeds both in one call), since a
-        query's vector without the names is further from every memory, and the old constants with it cut tuning
+        query's vector without the names is further from every memory, and the fitted constants applied to it cut tuning
         recall@10 from 0.837 to 0.805, while a refit's rule-chosen cut (0.01) left 1% of the off-topic queries
         empty instead of 96% (``bench.calibrate``)."""
         if config.dense_names == "keep" or not len(self):
@@ -341,10 +341,6 @@ class RankedIndex(IndexArrays):
             for term, tf in zip(terms, self._tf_text[start:end].tolist(), strict=True)
         ]
         return rows, int(self._len_text[position])
-
-    def _term_postings(self, term: int) -> Postings:
-        """The postings of term id ``term`` (as ``_text_terms`` names it)."""
-        return self._postings_of(term)
 
     def _vectors_of(self, positions: I64) -> tuple[I8, F32] | None:
         """The int8 vectors and scales of the memories at ``positions`` (a row ~= vector * scale); None when the

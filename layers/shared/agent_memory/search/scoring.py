@@ -80,7 +80,7 @@ class Calibration:
     others, which it leaves as they were, by Platt scaling over the retrieved top 10 with their logit as the
     offset (``bench/rerank.py --author-fit``: 0.399): the memories of a named author are the ones the author boost
     ranks high on little lexical or cosine evidence, and without the term the cut took them out of the top 10.
-    A query naming no author (every off-topic one) is scored as before.
+    A query naming no author (every off-topic one) gets no author term.
     """
 
     bias: float
@@ -107,7 +107,7 @@ class Calibration:
 HYBRID_CALIBRATION = Calibration(bias=-5.68, lexical=5.345, dense=4.406, min_score=0.015, author=0.4)
 # Lexical only, the rule would give 0.03, which still answers half the off-topic queries on LoCoMo (they share
 # words with some memory) and, in a small store, where a word's idf swings with every memory, drops real
-# matches: without vectors a memory must share a query word (as before), and no score cut applies by default.
+# matches: without vectors a memory must share a query word, and no score cut applies by default.
 LEXICAL_CALIBRATION = Calibration(bias=-3.868, lexical=6.361, dense=0.0, min_score=0.0)
 
 
