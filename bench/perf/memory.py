@@ -243,7 +243,7 @@ def main() -> None:
     from agent_memory.config import settings
     from agent_memory.edge.requests import MemoryText
     from agent_memory.runtime.aws import client, reset_clients
-    from agent_memory.search.index import SearchConfig, SearchIndex
+    from agent_memory.search import SearchConfig, SearchIndex
     from agent_memory.stores.s3_memories import MANIFEST, S3MemoryStore, user_prefix
     from bench.support.embedding_cache import CachingEmbedder
     from local.moto_backend import SerializedMotoServer

@@ -26,8 +26,8 @@ import numpy as np
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers import embedders
 from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import index as im
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex, stored
+from agent_memory.search.types import DEFAULT_CONFIG
 from bench.quality.locomo import CATEGORIES, CachingEmbedder, documents, load_conversations
 
 
@@ -43,7 +43,7 @@ def main() -> None:
     memories = [d for c in conversations for d in documents(c, 2, True)]
     asked = [q.question for c in conversations for q in c.questions if q.category in CATEGORIES and q.evidence]
     queries = asked[: args.queries]
-    service = im.DEFAULT_CONFIG
+    service = DEFAULT_CONFIG
     first_pass = dataclasses.replace(service, rerank_depth=0)
     print(f"{len(queries)} LoCoMo questions, top_k 10, query vectors precomputed; medians per search\n")
     print(
@@ -58,7 +58,9 @@ def main() -> None:
         ]
         built = SearchIndex.build(docs)
         rng = np.random.default_rng(size)
-        quantised, scales = im._quantise(embedders.normalize_rows(rng.standard_normal((size, 384)).astype(np.float32)))
+        quantised, scales = stored.quantise(
+            embedders.normalize_rows(rng.standard_normal((size, 384)).astype(np.float32))
+        )
         index = built._replace(vectors=quantised, scales=scales, model="minilm")
         for query in queries:  # every text a search embeds, as typed and with neutral names, before the timing
             embedder.embed([query, index._dense_query(query, service)])

@@ -42,8 +42,9 @@ def main() -> None:
 
     from agent_memory.providers import embedders
     from agent_memory.providers.embedders import MiniLMEmbedder
-    from agent_memory.search import index as index_module
-    from agent_memory.search.index import Doc, SearchIndex, _quantise
+    from agent_memory.search import Doc, SearchIndex
+    from agent_memory.search.ranking import checked_embeddings
+    from agent_memory.search.stored import quantise
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
@@ -57,7 +58,7 @@ def main() -> None:
     variants = list(sessions)
 
     def before_dense(self: Any, query: str, embedder: Any) -> Any:
-        matrix = index_module._checked_embeddings(embedder, [query], 1)
+        matrix = checked_embeddings(embedder, [query], 1)
         out = np.empty(len(self), dtype=np.float32)
         for start in range(0, len(self), 4096):
             out[start : start + 4096] = self._vectors[start : start + 4096].astype(np.float32) @ matrix[0]
@@ -72,7 +73,7 @@ def main() -> None:
         built = SearchIndex.build(docs)
         rng = np.random.default_rng(size)
         matrix = rng.standard_normal((size, embedder.dim)).astype(np.float32)
-        vectors, scales = _quantise(embedders.normalize_rows(matrix))
+        vectors, scales = quantise(embedders.normalize_rows(matrix))
         index = built._replace(vectors=vectors, scales=scales, model=embedder.name)
         index.search(queries[0], 10, embedder=embedder, min_score=None)  # postings built, as in a warm function
         times: dict[str, list[float]] = {v: [] for v in variants}

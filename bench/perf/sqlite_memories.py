@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.sqlite.memories import SqliteMemoryStore
 from bench.support.corpus import WORDS

@@ -37,8 +37,9 @@ import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import Doc, SearchConfig, SearchIndex, lexical
-from agent_memory.search import index as index_module
+from agent_memory.search import Doc, SearchConfig, SearchIndex, lexical, ranking, stored
+from agent_memory.search.types import DEFAULT_CONFIG
+from bench.tuning.feedback import Feedback, SecondPassConfig
 
 
 def _data_dir() -> Path:
@@ -254,6 +255,7 @@ class Variant:
     date: bool = False  # session date in the context
     tokenizer: Callable[[str], list[str]] | None = None  # ablations: replaces agent_memory.search.lexical.tokenize
     reply: bool = False  # the next turn, when the other speaker said it, in the embedded text (``Doc.reply``)
+    second: SecondPassConfig | None = None  # a second-pass experiment after the first pass (bench/tuning/feedback.py)
 
 
 @contextlib.contextmanager
@@ -262,12 +264,16 @@ def _tokenizer(tokenizer: Callable[[str], list[str]] | None) -> Iterator[None]:
     if tokenizer is None:
         yield
         return
-    original = getattr(index_module, "tokenize")  # noqa: B009
-    setattr(index_module, "tokenize", tokenizer)  # noqa: B010
+    # the documents are tokenised where their arrays are made, the queries where they are searched
+    modules = (stored, ranking)
+    originals = [getattr(module, "tokenize") for module in modules]  # noqa: B009
+    for module in modules:
+        setattr(module, "tokenize", tokenizer)  # noqa: B010
     try:
         yield
     finally:
-        setattr(index_module, "tokenize", original)  # noqa: B010
+        for module, original in zip(modules, originals, strict=True):
+            setattr(module, "tokenize", original)  # noqa: B010
 
 
 def index_search_fn(conversations: Sequence[Conversation], variant: Variant, embedder: Any) -> SearchFn:
@@ -278,9 +284,12 @@ def index_search_fn(conversations: Sequence[Conversation], variant: Variant, emb
             SearchIndex.build(documents(c, variant.previous, variant.date, variant.reply), use) for c in conversations
         ]
 
+    second = None if variant.second is None else Feedback(variant.second)
+
     def search(c: int, question: str, k: int) -> list[str]:
         with _tokenizer(variant.tokenizer):
-            return [doc_id for doc_id, _ in indexes[c].search(question, k, use, config=variant.config)]
+            found = indexes[c].search(question, k, use, config=variant.config, second_pass=second)
+            return [doc_id for doc_id, _ in found]
 
     return search
 
@@ -297,7 +306,7 @@ def unstemmed_tokens(text: str) -> list[str]:
 
 
 DEFAULT = SearchConfig()  # the components below start from this: no author or time boost
-SERVICE = index_module.DEFAULT_CONFIG  # what the service searches with
+SERVICE = DEFAULT_CONFIG  # what the service searches with
 FIRST_PASS = replace(SERVICE, rerank_depth=0)  # the service before the learned rerank: the rows built before it
 LEXICAL = replace(DEFAULT, mode="lexical", context_weight=0.0)
 DENSE = replace(DEFAULT, mode="dense")
@@ -403,31 +412,54 @@ def neighbour_sweep() -> list[Variant]:
 
 
 def second_pass_sweep() -> list[Variant]:
-    """Issue 13's second-pass candidates on top of the service's configuration: lexical pseudo-relevance
-    feedback (seed memories, expansion words, weight) and diversification of the top 10 (MMR penalty)."""
+    """The second-pass candidates (``bench/tuning/feedback.py``) on top of the service's first pass: lexical
+    pseudo-relevance feedback (seed memories, expansion words, weight), dense feedback, and diversification of
+    the top 10 (MMR penalty)."""
     out: list[Variant] = []
     for docs in (3, 5, 10):
         for weight in (0.1, 0.2, 0.3):
-            config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
-            out.append(Variant(f"service + feedback, {docs} docs 10 terms weight {weight}", config, CONTEXT, True))
+            second = SecondPassConfig(feedback_docs=docs, feedback_terms=10, feedback_weight=weight)
+            out.append(
+                Variant(
+                    f"service + feedback, {docs} docs 10 terms weight {weight}",
+                    FIRST_PASS,
+                    CONTEXT,
+                    True,
+                    second=second,
+                )
+            )
     # around the best lexical-feedback row on tuning recall@10 at small weights: fewer or more words, one seed
     for docs, terms, weight in ((1, 10, 0.1), (3, 5, 0.1), (3, 20, 0.1), (3, 10, 0.05), (5, 5, 0.05)):
-        config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
-        out.append(Variant(f"service + feedback, {docs} docs {terms} terms weight {weight}", config, CONTEXT, True))
+        second = SecondPassConfig(feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
+        out.append(
+            Variant(
+                f"service + feedback, {docs} docs {terms} terms weight {weight}",
+                FIRST_PASS,
+                CONTEXT,
+                True,
+                second=second,
+            )
+        )
     # feedback on the tail only: the first pass's top 5 stay, feedback reorders the rest (recall@5 unchanged)
     for docs, terms, weight in ((3, 10, 0.1), (3, 5, 0.1), (10, 10, 0.3), (5, 10, 0.2)):
-        config = replace(FIRST_PASS, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
+        second = SecondPassConfig(feedback_docs=docs, feedback_terms=terms, feedback_weight=weight, feedback_keep=5)
         name = f"service + feedback below the top 5, {docs} docs {terms} terms weight {weight}"
-        out.append(Variant(name, config, CONTEXT, True))
+        out.append(Variant(name, FIRST_PASS, CONTEXT, True, second=second))
     for docs in (3, 5):
         for weight in (0.1, 0.2, 0.3):
-            config = replace(FIRST_PASS, feedback_docs=docs, feedback_dense=weight)
-            out.append(Variant(f"service + dense feedback, {docs} docs weight {weight}", config, CONTEXT, True))
+            second = SecondPassConfig(feedback_docs=docs, feedback_dense=weight)
+            out.append(
+                Variant(
+                    f"service + dense feedback, {docs} docs weight {weight}", FIRST_PASS, CONTEXT, True, second=second
+                )
+            )
     for penalty in (0.05, 0.1, 0.2, 0.3):
-        config = replace(FIRST_PASS, diversity=penalty)
-        out.append(Variant(f"service + diversity, MMR penalty {penalty}", config, CONTEXT, True))
-    config = replace(FIRST_PASS, diversity=0.05, diversity_depth=15)
-    out.append(Variant("service + diversity, MMR penalty 0.05 over the top 15", config, CONTEXT, True))
+        second = SecondPassConfig(diversity=penalty)
+        out.append(Variant(f"service + diversity, MMR penalty {penalty}", FIRST_PASS, CONTEXT, True, second=second))
+    second = SecondPassConfig(diversity=0.05, diversity_depth=15)
+    out.append(
+        Variant("service + diversity, MMR penalty 0.05 over the top 15", FIRST_PASS, CONTEXT, True, second=second)
+    )
     return out
 
 

@@ -86,13 +86,14 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=2000)
     args = parser.parse_args()
     from agent_memory.providers.embedders import MiniLMEmbedder
-    from agent_memory.search.index import Doc, _embedding_text
+    from agent_memory.search.stored import embedding_text
+    from agent_memory.search.types import Doc
     from bench.support.corpus import seed_records
 
     cache = CachingEmbedder(MiniLMEmbedder())
     # in seeding order, so that a smaller size's records (a prefix of a larger one's) are cached first
     texts = list(
-        dict.fromkeys(_embedding_text(Doc(r.id, f"{r.author}: {r.text}")) for r in seed_records(max(args.sizes)))
+        dict.fromkeys(embedding_text(Doc(r.id, f"{r.author}: {r.text}")) for r in seed_records(max(args.sizes)))
     )
     started = time.perf_counter()
     for start in range(0, len(texts), args.chunk):

@@ -20,7 +20,7 @@ vectors: ``EMBEDDER=none``, or a query that could not be embedded). ``min_score`
 VALIDATION conversations are reported with the same threshold, as are queries that should find nothing:
 off-topic questions (``OFF_TOPIC``) and the adversarial (category 5) questions, which LoCoMo marks as not
 answerable from the conversation (though they are about it: the wrong speaker, a detail never said).
-The weights and thresholds printed are ``search.index.HYBRID_CALIBRATION`` and ``LEXICAL_CALIBRATION``.
+The weights and thresholds printed are ``search.scoring.HYBRID_CALIBRATION`` and ``LEXICAL_CALIBRATION``.
 """
 
 from __future__ import annotations
@@ -256,9 +256,9 @@ def main() -> None:
                     f"{r['after@5']:.3f} | {r['after@10']:.3f} | {r['answerable_empty']:.3f} | "
                     f"{r['off_topic_empty']:.3f} | {r['adversarial_empty']:.3f} |"
                 )
-        # what the service scores with today (search.index's constants), on the same ranking: a refit is adopted
+        # what the service scores with today (search.scoring's constants), on the same ranking: a refit is adopted
         # only when it is worth it, and these rows say what keeping the constants costs
-        from agent_memory.search.index import HYBRID_CALIBRATION, LEXICAL_CALIBRATION
+        from agent_memory.search.scoring import HYBRID_CALIBRATION, LEXICAL_CALIBRATION
 
         current = HYBRID_CALIBRATION if hybrid else LEXICAL_CALIBRATION
         kept = [current.bias, current.lexical, current.dense] if hybrid else [current.bias, current.lexical]

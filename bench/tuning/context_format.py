@@ -25,14 +25,13 @@ import numpy as np
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import SearchIndex
-from agent_memory.search import index as im
-from agent_memory.search.index import Doc
+from agent_memory.search import Doc, SearchIndex, scoring, stored
+from agent_memory.search.types import DEFAULT_CONFIG
 from bench.quality.locomo import CATEGORIES, TUNING, CachingEmbedder, Conversation, load_conversations, recall_at_k
 from bench.quality.locomo_service import session_time
 
 PREVIOUS = 2
-CONFIG = [im.DEFAULT_CONFIG]  # --set: a neighbouring setting of the service's configuration
+CONFIG = [DEFAULT_CONFIG]  # --set: a neighbouring setting of the service's configuration
 CURRENT = [""]
 PER_QUESTION: dict[str, dict[tuple[str, str], float]] = {}  # format -> (conversation, question) -> recall@10
 
@@ -82,7 +81,7 @@ FORMATS: dict[str, tuple[Callable[[float], str], bool, str]] = {
 # --dense-format: the embedded text's context written in another format than the lexical field's (a diagnosis:
 # which side a format's gain comes from)
 DENSE_CONTEXT: dict[str, str] = {}
-_EMBEDDING_TEXT = im._embedding_text
+_EMBEDDING_TEXT = stored.embedding_text
 
 
 def _embedding_text(doc: Doc) -> str:
@@ -90,7 +89,7 @@ def _embedding_text(doc: Doc) -> str:
     return _EMBEDDING_TEXT(doc if context is None else replace(doc, context=context))
 
 
-im._embedding_text = _embedding_text
+stored.embedding_text = _embedding_text
 
 
 def memories(conversation: Conversation, fmt: str) -> tuple[list[Doc], list[str]]:
@@ -159,7 +158,7 @@ def main() -> None:
     embedder.load(args.cache)
     if args.set:
         changes = {k: float(v) for k, v in (item.split("=", 1) for item in args.set)}
-        CONFIG[0] = replace(im.DEFAULT_CONFIG, **changes)  # type: ignore[arg-type]
+        CONFIG[0] = replace(DEFAULT_CONFIG, **changes)  # type: ignore[arg-type]
         print(f"SearchConfig: {changes}")
     tuning = [c for c in load_conversations() if c.name in TUNING]  # the validation conversations are not read
     print(f"| context format (tuning recall@5 / @10) | {' | '.join(TUNING)} | tuning |")
@@ -206,7 +205,7 @@ def refit(
     tuning conversation at a time."""
     from bench.tuning.rerank import QuestionRows, fit_rows, kept_order, recalls
 
-    config = im.DEFAULT_CONFIG
+    config = DEFAULT_CONFIG
     rows: list[QuestionRows] = []
     for conversation, (index, names) in zip(tuning, built, strict=True):
         for q in conversation.questions:
@@ -220,7 +219,7 @@ def refit(
             rows.append(
                 QuestionRows(conversation.name, q.category, wanted, ids, feats, np.array([i in wanted for i in ids]))
             )
-    shipped = recalls(rows, kept_order(np.asarray(im.RERANK.weights), 5, 50))
+    shipped = recalls(rows, kept_order(np.asarray(scoring.RERANK.weights), 5, 50))
     first_pass = recalls(rows, lambda r: np.arange(len(r.ids)))
     held = []
     for name in TUNING:

@@ -9,7 +9,7 @@ author term). Its top ``--depth`` candidates of each question get a feature vect
 regression over them is fitted on two tuning conversations and checked on the third (leave one conversation
 out). ``--author-fit``: the calibrated score's author weight, by Platt scaling over the retrieved top 10 with
 the other constants' logit as the offset, and tuning recall with the cut at a few weights. ``--fit``: the shipped
-rerank's logistic regression (``search.index.RERANK``). ``--nonlinear``: reorderers
+rerank's logistic regression (``search.scoring.RERANK``). ``--nonlinear``: reorderers
 beyond it (standardised logistic regression, boosted trees in numpy, trees boosted on the logistic regression, more
 training questions), held out one tuning conversation at a time, with ``--extra NAME`` for more features;
 ``--fit-trees``: the tree candidate that was built, measured through ``make run`` and not taken (docs/decisions).
@@ -29,9 +29,9 @@ import numpy.typing as npt
 
 import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.providers.embedders import MiniLMEmbedder
-from agent_memory.search import SearchIndex
-from agent_memory.search import index as im
+from agent_memory.search import SearchIndex, scoring, stored
 from agent_memory.search.lexical import tokenize
+from agent_memory.search.types import DEFAULT_CONFIG
 from bench.quality.locomo import (
     CATEGORIES,
     TUNING,
@@ -121,7 +121,7 @@ def load_static(path: Path) -> None:
 def question_rows(
     index: SearchIndex, conversation: Conversation, query: str, embedder: CachingEmbedder, depth: int, cut: float
 ) -> tuple[list[str], F, npt.NDArray[np.int64]]:
-    config = im.DEFAULT_CONFIG
+    config = DEFAULT_CONFIG
     n = len(index)
     lexical = index._lexical_scores(query, config)
     rewritten = index._dense_query(query, config)
@@ -130,7 +130,7 @@ def question_rows(
     cosine, dense = rows[0], rows[-1]
     static = np.zeros(n, np.float32)
     if STATIC:
-        matrix = np.stack([STATIC[im._embedding_text(d)] for d in DOCS[id(index)]])
+        matrix = np.stack([STATIC[stored.embedding_text(d)] for d in DOCS[id(index)]])
         static = (matrix @ STATIC[rewritten]).astype(np.float32)
     if SENT_MODE:
         owner, matrix = SENT_ROWS[id(index)]
@@ -142,9 +142,9 @@ def question_rows(
             dense = best
         elif SENT_MODE == "add":
             dense = (dense + np.float32(SENT_W) * (best - dense)).astype(np.float32)
-    fused = ((1 - DENSE_W - STATIC_W) * im._minmax(lexical) + DENSE_W * im._minmax(dense)).astype(np.float32)
+    fused = ((1 - DENSE_W - STATIC_W) * scoring.minmax(lexical) + DENSE_W * scoring.minmax(dense)).astype(np.float32)
     if STATIC_W:
-        fused = (fused + STATIC_W * im._minmax(static)).astype(np.float32)
+        fused = (fused + STATIC_W * scoring.minmax(static)).astype(np.float32)
     authors = index._author_mask(query)
     parts = []
     for a, t, d in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)):
@@ -162,7 +162,9 @@ def question_rows(
     match = lexical / np.float32(ceiling) if ceiling > 0 else np.zeros_like(lexical)
     if cut > 0:
         lowest = cut - 0.00005
-        logits = im.HYBRID_CALIBRATION.logits(match.astype(np.float32), cosine) + np.float32(AUTH_W) * (parts[0] > 0)
+        logits = scoring.HYBRID_CALIBRATION.logits(match.astype(np.float32), cosine) + np.float32(AUTH_W) * (
+            parts[0] > 0
+        )
         keep = logits >= np.float32(math.log(lowest / (1 - lowest)))
         ranking = np.where(keep, ranking, np.float32(-np.inf)).astype(np.float32)
     top = index._top_positions(ranking, depth, frozenset(), positive_only=False)
@@ -177,9 +179,9 @@ def question_rows(
     idf_total = sum(idf.values()) or 1.0
     norm = index._length_norm(config)
     k1p1 = config.k1 + 1.0
-    wl_mm = im._minmax(static)
-    lex_mm = im._minmax(lexical)
-    dense_mm = im._minmax(dense)
+    wl_mm = scoring.minmax(static)
+    lex_mm = scoring.minmax(lexical)
+    dense_mm = scoring.minmax(dense)
     cos_order = np.argsort(-dense)
     cos_rank = np.empty(n, np.int64)
     cos_rank[cos_order] = np.arange(n)
@@ -328,7 +330,7 @@ def author_fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: f
         print(f"author term {weight}: tuning {r5:.3f} / {r10:.3f} with the cut at {cut}", flush=True)
     AUTH_W = 0.0
     rows = collect(tuning, embedder, 10, 0.0)
-    c = im.HYBRID_CALIBRATION
+    c = scoring.HYBRID_CALIBRATION
     lex, cos, named = FEATURES.index("lex_match"), FEATURES.index("cos_typed"), FEATURES.index("author")
     z0 = np.concatenate([c.bias + c.lexical * r.features[:, lex] + c.dense * r.features[:, cos] for r in rows])
     x = np.concatenate([r.features[:, named] for r in rows])
@@ -360,7 +362,7 @@ def extra_features(  # type: ignore[no-untyped-def]
     """Cheap candidate features the service does not compute (yet), from the first pass, the candidates' vectors
     and doc-major rows, and (``content_cos``) one more query embedding."""
     dense, lexical = first.dense[top].astype(np.float64), first.lexical[top].astype(np.float64)
-    config = im.DEFAULT_CONFIG
+    config = DEFAULT_CONFIG
     vectors = None
     if index._vectors is not None and index._scales is not None:
         vectors = index._vectors[top].astype(np.float64) * index._scales[top, None]
@@ -377,14 +379,14 @@ def extra_features(  # type: ignore[no-untyped-def]
             else:
                 centroid = head.mean(axis=0)
                 cols.append(vectors @ (centroid / max(float(np.linalg.norm(centroid)), 1e-9)))
-        elif name in ("prf3", "prf5"):  # BM25 of the top 3 / 5's expansion terms (as search/feedback.py), / best
-            from agent_memory.search.feedback import expansion_terms
+        elif name in ("prf3", "prf5"):  # BM25 of the top 3 / 5's expansion terms (as bench/tuning/feedback.py), / best
+            from bench.tuning.feedback import expansion_terms, weighted_bm25
 
             seeds = top[: int(name[-1])]
             weights = first.ranking[seeds].astype(np.float32)
             weights = weights - np.float32(min(0.0, float(weights.min()))) + np.float32(1e-3)
             terms = expansion_terms(index, query, seeds, weights, 10)
-            extra = index._bm25(terms, config)[top].astype(np.float64) if terms else np.zeros(len(top))
+            extra = weighted_bm25(index, terms, config)[top].astype(np.float64) if terms else np.zeros(len(top))
             cols.append(extra / extra.max() if extra.max() > 0 else extra)
         elif name in ("pool_cos_z", "pool_lex_z"):  # z-scores among the candidates
             v = dense if name == "pool_cos_z" else lexical
@@ -450,7 +452,7 @@ def shipped_rows(
     (``SearchIndex._first_pass`` and ``_rerank_features``, the shipped code, so that what is fitted is what runs);
     ``service``: over the memories as the service stores them (``service_indexes``), else ``bench.quality.locomo``'s;
     ``categories``: the questions' (category 5, adversarial, only as more training questions: ``--nonlinear``)."""
-    config = im.DEFAULT_CONFIG
+    config = DEFAULT_CONFIG
     out: list[QuestionRows] = []
     built = (
         service_indexes(conversations, embedder)
@@ -502,7 +504,7 @@ def fit_rows(rows: Sequence[QuestionRows], keep: int, depth: int, l2: float, tai
 def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, service: bool) -> None:
     """Leave one tuning conversation out over a small grid (depth, L2, rows fitted), the best by held-out
     recall@10 (ties: the smaller depth, then the larger L2), then that setting fitted on all three: the
-    constants ``search.index.RERANK`` ships. The validation conversations are not read."""
+    constants ``search.scoring.RERANK`` ships. The validation conversations are not read."""
     rows = shipped_rows(tuning, embedder, 50, cut, service)
     names = sorted({r.conversation for r in rows})
     base = recalls(rows, lambda r: np.arange(len(r.ids)))
@@ -532,7 +534,7 @@ def fit(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, k
     print(f"chosen: depth {depth}, l2 {l2}, {'tail' if tail_only else 'all'} rows (LOCO {r5:.3f} / {r10:.3f})")
     print(f"fitted on all tuning, in-sample: {fitted[0]:.3f} / {fitted[1]:.3f}")
     names_w = ", ".join(f"{x:.4f}" for x in w)
-    print(f"rerank_depth={depth}\nRERANK = Rerank(weights=({names_w}))  # {', '.join(im.RERANK_FEATURES)}")
+    print(f"rerank_depth={depth}\nRERANK = Rerank(weights=({names_w}))  # {', '.join(scoring.RERANK_FEATURES)}")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -784,7 +786,7 @@ def main() -> None:
     parser.add_argument("--cut", type=float, default=0.015)
     parser.add_argument("--author-fit", action="store_true")
     parser.add_argument("--fusion-grid", action="store_true")
-    parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.index.RERANK)")
+    parser.add_argument("--fit", action="store_true", help="fit the service's rerank (search.scoring.RERANK)")
     parser.add_argument("--keep", type=int, default=5, help="--fit: the first pass's top so many stay in place")
     parser.add_argument("--service", action="store_true", help="--fit: over the memories as the service stores them")
     parser.add_argument("--extra", action="append", default=[], help="--fit / --nonlinear: a feature to add")

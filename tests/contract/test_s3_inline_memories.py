@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.stores.memory_parts import decode_part
 from agent_memory.stores.ports import MemoryRecord
 from agent_memory.stores.s3_memories import S3MemoryStore

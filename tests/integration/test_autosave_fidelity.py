@@ -13,7 +13,7 @@ import httpx
 
 from agent_memory.composition import DATABASE_FILE
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import MemoryRecord, NewEvent, SessionKey, SessionRecord

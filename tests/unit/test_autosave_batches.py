@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.service.autosave import handle_changes, handle_feed
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore

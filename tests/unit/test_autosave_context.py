@@ -10,7 +10,7 @@ import pytest
 
 from agent_memory.policy.autosave import parse_policy
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.search.index import SearchIndex
+from agent_memory.search import SearchIndex
 from agent_memory.service.autosave import LOOKBACK_EVENTS, handle_changes, previous_turns
 from agent_memory.service.memories import CONTEXT_TURNS, MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore

@@ -23,7 +23,7 @@ from agent_memory.providers.facts import (
 )
 from agent_memory.providers.summarizers import BedrockSummarizer, OpenAICompatibleSummarizer
 from agent_memory.runtime.budget import ModelBudget
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import MemoryRecord

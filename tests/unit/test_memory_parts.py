@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.stores.memory_parts import (
     CombinedRecords,
     PartRecords,

@@ -18,7 +18,7 @@ from agent_memory.errors import InvalidInput, SessionNotFound, UnprocessableInpu
 from agent_memory.policy.autosave import parse_policy
 from agent_memory.policy.state import ScopedDelta
 from agent_memory.providers.facts import ExtractiveFactExtractor
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, MemoryRecord, NewEvent, SessionKey, SessionRecord

@@ -10,7 +10,7 @@ import pytest
 from agent_memory.edge.requests import MemoryText
 from agent_memory.models import Event
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.search.index import Doc, SearchIndex
+from agent_memory.search import Doc, SearchIndex
 from agent_memory.service.memories import MemoryService, event_memory_id, text_memory_id
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore, InMemorySessionStore
 from agent_memory.stores.ports import MemoryRecord, NewEvent, SessionKey, SessionRecord

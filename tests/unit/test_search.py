@@ -11,8 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
-from agent_memory.search import Doc, SearchConfig, SearchIndex, tokenize
-from agent_memory.search import index as index_module
+from agent_memory.search import Doc, SearchConfig, SearchIndex, scoring, stored, tokenize
 from agent_memory.search.lexical import (
     asked_months,
     author_words,
@@ -168,7 +167,7 @@ def test_vectors_are_int8_with_small_error() -> None:
     embedder = HashEmbedder()
     index = SearchIndex.build(DOCS, embedder)
     assert index._vectors is not None and index._vectors.dtype == np.int8
-    exact = embedder.embed([index_module._embedding_text(d) for d in DOCS]) @ embedder.embed(["kids camping"])[0]
+    exact = embedder.embed([stored.embedding_text(d) for d in DOCS]) @ embedder.embed(["kids camping"])[0]
     approx = index.dense_scores("kids camping", embedder)
     assert approx is not None
     np.testing.assert_allclose(approx, exact, atol=0.02)
@@ -204,7 +203,7 @@ def test_combine_does_not_retokenize(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_tokenize(text: str) -> list[str]:
         raise AssertionError("combine must not tokenize")
 
-    monkeypatch.setattr(index_module, "tokenize", no_tokenize)
+    monkeypatch.setattr(stored, "tokenize", no_tokenize)  # where documents are tokenised
     combined = SearchIndex.combine(parts)
     assert combined.ids == [d.id for d in DOCS]
 
@@ -251,7 +250,7 @@ def test_failing_embedder_degrades_to_lexical(caplog: pytest.LogCaptureFixture) 
     embedder = BrokenEmbedder()
     index = SearchIndex.build(DOCS, embedder)
     assert index.model == "hash"
-    with caplog.at_level(logging.WARNING, logger="agent_memory.search.index"):
+    with caplog.at_level(logging.WARNING, logger="agent_memory.search.ranking"):
         results = index.search("adoption agencies", 3, embedder)
     assert results == index.search("adoption agencies", 3)
     assert ids(results) == ["m3"]
@@ -322,7 +321,7 @@ def test_a_long_context_is_cut_from_its_start_keeping_the_nearest_turn_and_the_d
     doc = Doc("m1", "user: " + "tell me more " * 20, context=f"{older} {nearest} 8 May 2023")
     index = SearchIndex.build([doc], embedder)
     (embedded,) = embedder.seen
-    assert len(embedded) <= index_module.EMBED_CHARS
+    assert len(embedded) <= stored.EMBED_CHARS
     assert embedded.startswith(doc.text + "\n") and embedded.endswith(f"{nearest} 8 May 2023")
     assert not embedded.split("\n", 1)[1].startswith("arbours")  # cut at a word boundary
     # The lexical field keeps every word of the context.
@@ -337,7 +336,7 @@ def test_a_reply_is_embedded_after_the_context_and_kept_by_the_cut_but_never_mat
     other = Doc("m2", "Ben: the festival was fun", context="8 May 2023")
     index = SearchIndex.build([doc, other], embedder)
     first, second = embedder.seen
-    assert len(first) <= index_module.EMBED_CHARS
+    assert len(first) <= stored.EMBED_CHARS
     assert first.startswith(doc.text + "\n") and first.endswith(f"Ana: nearest 8 May 2023 {reply}")
     assert second == "Ben: the festival was fun\n8 May 2023"  # no reply: as before
     # The reply's words are in neither lexical field: a word only it holds finds the memory that said it.
@@ -401,10 +400,10 @@ def test_lexical_only_scores_are_calibrated_too() -> None:
 
 
 def test_the_documented_default_cuts_are_the_calibrations() -> None:
-    from agent_memory.edge.requests import MIN_SCORE_DESCRIPTION
+    from agent_memory.edge.requests import SCORE_CUT_DESCRIPTION
 
-    assert f"Default {index_module.HYBRID_CALIBRATION.min_score:g} " in MIN_SCORE_DESCRIPTION
-    assert f"`EMBEDDER=none`), {index_module.LEXICAL_CALIBRATION.min_score:g}:" in MIN_SCORE_DESCRIPTION
+    assert f"Default {scoring.HYBRID_CALIBRATION.min_score:g} " in SCORE_CUT_DESCRIPTION
+    assert f"`EMBEDDER=none`), {scoring.LEXICAL_CALIBRATION.min_score:g}:" in SCORE_CUT_DESCRIPTION
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -477,10 +476,10 @@ def test_a_named_authors_memories_score_higher_and_pass_the_cut(
     index = SearchIndex.build(SPEAKERS, minilm)
     query = "What did Caroline do yesterday?"
     with_term = dict(index.search(query, 4, minilm))
-    shift = index_module.HYBRID_CALIBRATION.author
+    shift = scoring.HYBRID_CALIBRATION.author
     assert shift > 0
-    without = index_module.Calibration(**{**vars(index_module.HYBRID_CALIBRATION), "author": 0.0})
-    monkeypatch.setattr(index_module, "HYBRID_CALIBRATION", without)
+    without = scoring.Calibration(**{**vars(scoring.HYBRID_CALIBRATION), "author": 0.0})
+    monkeypatch.setattr(scoring, "HYBRID_CALIBRATION", without)
     plain = dict(index.search(query, 4, minilm))
     # Caroline's memories gain the author term's logit, Melanie's (which name her, but are not hers) do not
     for doc_id in ("c1", "c2"):
@@ -494,7 +493,7 @@ def test_a_named_authors_memories_score_higher_and_pass_the_cut(
     assert "c1" in ids(index.search(query, 4, minilm, min_score=cut))
     # a query naming no author is scored as before
     unnamed = index.search("pottery class", 4, minilm)
-    monkeypatch.setattr(index_module, "HYBRID_CALIBRATION", without)
+    monkeypatch.setattr(scoring, "HYBRID_CALIBRATION", without)
     assert index.search("pottery class", 4, minilm) == unnamed
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent_memory.search import Doc, SearchConfig, SearchIndex
-from agent_memory.search.index import DEFAULT_CONFIG
 from agent_memory.search.lexical import neutral_names
+from agent_memory.search.types import DEFAULT_CONFIG
 from tests.support.embedders import RecordingHashEmbedder
 
 NAMES = {"melanie", "caroline", "ann", "lee", "dr"}

@@ -11,9 +11,9 @@ import random
 import numpy as np
 import pytest
 
-from agent_memory.search import Doc, SearchConfig, SearchIndex
-from agent_memory.search import index as index_module
-from agent_memory.search.index import DEFAULT_CONFIG, _PartedIndex
+from agent_memory.search import Doc, SearchConfig, SearchIndex, arrays
+from agent_memory.search.index import _PartedIndex
+from agent_memory.search.types import DEFAULT_CONFIG
 from tests.support.embedders import HashEmbedder
 
 WORDS = [
@@ -48,7 +48,6 @@ CONFIGS = [
     SearchConfig(mode="lexical"),
     SearchConfig(mode="dense"),
     SearchConfig(fusion="rrf"),
-    SearchConfig(feedback_docs=3, feedback_weight=0.3, feedback_dense=0.2, diversity=0.2),
 ]
 
 
@@ -97,7 +96,7 @@ def test_a_stored_index_searches_without_sorting_its_entries() -> None:
     stored = _stored(built)
     assert stored._order is not None and stored._postings is None
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
+        patch.setattr(arrays, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
         assert stored.search(QUERIES[2], 5, embedder) == built.search(QUERIES[2], 5, embedder)
         assert stored._postings is None  # the query's terms were gathered from the stored order
         # after some searches the postings of every term are built from the order, still without a sort
@@ -133,19 +132,19 @@ def test_combined_stored_parts_are_searched_in_place_as_the_one_index_of_them() 
     docs = _docs(0, 200, 4)
     parts = [_stored(SearchIndex.build(docs[s : s + 50], embedder)) for s in range(0, 200, 50)]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
+        patch.setattr(arrays, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
         patch.setattr(SearchIndex, "_concatenate", lambda *a, **k: pytest.fail("concatenated the parts"))
         combined = SearchIndex.combine(parts)
         assert isinstance(combined, _PartedIndex) and combined._whole is None
         assert combined.ids == [d.id for d in docs] and len(combined) == 200 and combined.dim == embedder.dim
-        got = _results(combined, embedder, CONFIGS[:-1])  # feedback reads the whole index's arrays
+        got = _results(combined, embedder, CONFIGS)
         got_scores = [combined.lexical_match(q) for q in QUERIES] + [
             combined.dense_scores(q, embedder) for q in QUERIES
         ]
     # no vocabulary merged, no vector copied; the parts' postings built from their stored order (no sort)
     assert combined._whole is None
     for index in (SearchIndex._concatenate(parts, pruned=False), SearchIndex.build(docs, embedder)):
-        assert _results(index, embedder, CONFIGS[:-1]) == got
+        assert _results(index, embedder, CONFIGS) == got
         whole_scores = [index.lexical_match(q) for q in QUERIES] + [index.dense_scores(q, embedder) for q in QUERIES]
         for mine, theirs in zip(got_scores, whole_scores, strict=True):
             assert mine is not None and theirs is not None and np.array_equal(mine, theirs)
@@ -175,7 +174,7 @@ def test_a_parted_index_forgets_stores_and_combines_as_one_index() -> None:
     with pytest.MonkeyPatch.context() as patch:  # the parts' orders are merged, not the entries sorted again
         for part in parts:
             part._term_order()
-        patch.setattr(index_module, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
+        patch.setattr(arrays, "_stable_argsort", lambda *a: pytest.fail("sorted the entries"))
         restored = _stored(combined)  # a merge writes the combination as one part
     assert restored._order is not None and np.array_equal(restored._order, reference._term_order())
     assert not isinstance(restored, _PartedIndex) and restored.ids == reference.ids
@@ -216,7 +215,7 @@ def test_a_merged_term_order_is_the_sorted_one_whichever_part_lends_its_vocabula
     lender = max(parts, key=lambda part: len(part._vocab))
     assert lender is not parts[0] and whole._vocab[: len(lender._vocab)] == lender._vocab
     assert whole._order is not None
-    assert np.array_equal(whole._order, index_module._stable_argsort(whole._terms, len(whole._vocab)))
+    assert np.array_equal(whole._order, arrays._stable_argsort(whole._terms, len(whole._vocab)))
     reference = SearchIndex.build(small + large)
     for query in [*QUERIES, "cat 3"]:
         assert _stored(combined).search(query, 5, min_score=None) == reference.search(query, 5, min_score=None)

@@ -1,4 +1,4 @@
-"""The learned rerank below the top 5 (``SearchConfig.rerank_depth``, ``search.index.RERANK``; issue 13)."""
+"""The learned rerank below the top 5 (``SearchConfig.rerank_depth``, ``search.scoring.RERANK``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from agent_memory.search import Doc, SearchConfig, SearchIndex
-from agent_memory.search import index as index_module
-from agent_memory.search.index import DEFAULT_CONFIG, RERANK_FEATURES, Rerank
+from agent_memory.search import Doc, SearchConfig, SearchIndex, scoring
+from agent_memory.search.scoring import RERANK_FEATURES, Rerank
+from agent_memory.search.types import DEFAULT_CONFIG
 from tests.support.embedders import RecordingHashEmbedder
 
 WORDS = [
@@ -84,7 +84,7 @@ def index(embedder: RecordingHashEmbedder) -> SearchIndex:
 
 def test_the_service_reranks_below_the_top_5_by_default() -> None:
     assert DEFAULT_CONFIG.rerank_depth > 10 and DEFAULT_CONFIG.rerank_keep == 5
-    assert len(index_module.RERANK.weights) == len(RERANK_FEATURES) and RERANK_FEATURES[-1] == "bias"
+    assert len(scoring.RERANK.weights) == len(RERANK_FEATURES) and RERANK_FEATURES[-1] == "bias"
 
 
 def test_a_model_preferring_long_texts_orders_positions_6_on_by_length_and_leaves_the_top_5(
@@ -93,7 +93,7 @@ def test_a_model_preferring_long_texts_orders_positions_6_on_by_length_and_leave
     """The rerank is wired as documented: with a model that only reads the text's length, the first pass's top
     5 stay where they were and the rest of its top 30 come in order of length, longest first."""
     weights = tuple(1.0 if name == "log_len" else 0.0 for name in RERANK_FEATURES)
-    monkeypatch.setattr(index_module, "RERANK", Rerank(weights=weights))
+    monkeypatch.setattr(scoring, "RERANK", Rerank(weights=weights))
     config = dataclasses.replace(DEFAULT_CONFIG, rerank_depth=30)
     length = {doc.id: len(doc.text.split()) for doc in corpus()}
     for query in QUERIES:
@@ -127,7 +127,7 @@ def test_top_k_of_5_or_fewer_is_the_first_pass(index: SearchIndex, embedder: Rec
 def test_scores_never_rise_below_the_head_never_exceed_a_memorys_own_and_hold_the_cut(
     index: SearchIndex, embedder: RecordingHashEmbedder
 ) -> None:
-    cut = index_module.HYBRID_CALIBRATION.min_score
+    cut = scoring.HYBRID_CALIBRATION.min_score
     for query in QUERIES:
         own = dict(index.search(query, len(index), embedder, config=FIRST_PASS, min_score=0))
         hits = index.search(query, 10, embedder)

@@ -17,7 +17,7 @@ from agent_memory.config import Settings
 from agent_memory.edge.requests import MemoryText
 from agent_memory.providers import embedders
 from agent_memory.providers.embedders import EmbedderError, MiniLMEmbedder
-from agent_memory.search.index import Doc, SearchConfig, SearchIndex
+from agent_memory.search import Doc, SearchConfig, SearchIndex
 from agent_memory.stores.ports import SessionKey
 
 

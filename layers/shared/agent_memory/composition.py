@@ -193,7 +193,8 @@ class Services:
 
     def build_index(self, records: list[MemoryRecord]) -> Any:
         """The search index of ``records`` (what each memory store keeps beside them)."""
-        from .search.index import Doc, SearchIndex
+        from .search.index import SearchIndex
+        from .search.types import Doc
 
         docs = [
             Doc(

@@ -116,13 +116,13 @@ SearchQuery = Annotated[
 TopK = Annotated[
     QueryInt | None, Query(ge=1, le=MAX_TOP_K, description=f"how many memories, 1-{MAX_TOP_K} (default 5)")
 ]
-MIN_SCORE_DESCRIPTION = (
+SCORE_CUT_DESCRIPTION = (
     "leave out memories whose score is below this, 0-1. Default 0.015 (the calibrated cut, so that a query that "
     "matches nothing finds nothing); searching without vectors (`EMBEDDER=none`), 0: a memory must share a word "
     "with the query. 0 returns the top_k whatever they score"
 )
-"""The defaults named here are ``search.index.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
-MinScore = Annotated[Fraction | None, Query(description=MIN_SCORE_DESCRIPTION)]
+"""The defaults named here are ``search.scoring.HYBRID_CALIBRATION`` / ``LEXICAL_CALIBRATION``'s (a test checks)."""
+MinScore = Annotated[Fraction | None, Query(description=SCORE_CUT_DESCRIPTION)]
 ContextFormat = Annotated[
     Utf8Str, Query(max_length=MAX_PARAMETER_CHARS, description="`openai` (default), `full` or `adk`")
 ]
@@ -149,7 +149,7 @@ MemoryQuery = Annotated[
     Query(max_length=MAX_QUERY_CHARS, description="what to search memory for instead of the newest user message"),
 ]
 MemoryMinScore = Annotated[
-    Fraction | None, Query(description="the memory search's `min_score`: " + MIN_SCORE_DESCRIPTION)
+    Fraction | None, Query(description="the memory search's `min_score`: " + SCORE_CUT_DESCRIPTION)
 ]
 WithProfile = Annotated[bool, Query(description="add what is known about the user (the profile) as a system message")]
 Flag = Annotated[bool, Query()]
@@ -257,7 +257,7 @@ class SearchRequest(_Request):
 
     query: Annotated[NonBlank, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     top_k: StrictCount = Field(default=5, ge=1, le=MAX_TOP_K, description=f"1-{MAX_TOP_K}, default 5")
-    min_score: Annotated[Fraction, Strict()] | None = Field(default=None, description=MIN_SCORE_DESCRIPTION)
+    min_score: Annotated[Fraction, Strict()] | None = Field(default=None, description=SCORE_CUT_DESCRIPTION)
 
 
 class ContextRequest(_Request):
@@ -289,7 +289,7 @@ class ContextRequest(_Request):
         default=None, description="what to search memory for instead of the newest user message (needs `memories`)"
     )
     memory_min_score: Annotated[Fraction, Strict()] | None = Field(
-        default=None, description="the memory search's `min_score` (needs `memories`): " + MIN_SCORE_DESCRIPTION
+        default=None, description="the memory search's `min_score` (needs `memories`): " + SCORE_CUT_DESCRIPTION
     )
     profile: StrictBool = Field(default=False, description="add what is known about the user as a system message")
 

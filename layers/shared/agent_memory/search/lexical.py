@@ -101,7 +101,7 @@ def _stem_cached(word: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Retrieval signals beyond the words (issue 13): who said a memory, and whether it says when something happened
+# Retrieval signals beyond the words: who said a memory, and whether it says when something happened
 # --------------------------------------------------------------------------------------------------------------
 
 # Words that place an event in time: relative days and periods, weekdays, months, years, "ago", "since". General

@@ -478,7 +478,7 @@ class IndexedRecords:
     records may be decoded only when read (``memory_parts``): a search reads those of its hits."""
 
     records: Mapping[str, MemoryRecord]
-    index: Any  # search.index.SearchIndex
+    index: Any  # search.index.SearchIndex (named only: the stores import no search code)
 
 
 class NotStored(Exception):
