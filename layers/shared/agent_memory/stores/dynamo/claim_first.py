@@ -75,6 +75,23 @@ def claim_first(table: Table, key: SessionKey, event: NewEvent, token: str, budg
 def _claim(table: Table, key: SessionKey, event: NewEvent, now: float, budget: Budget) -> dict[str, Any] | None:
     """Take the next seq and version on the session item; its attributes after, or None when the condition fails
     (nothing of this request is stored)."""
+    while True:
+        try:
+            claimed: dict[str, Any] = table.db.update_item(**_claim_request(table, key, event, now))["Attributes"]
+            return claimed
+        except table.db.exceptions.ConditionalCheckFailedException:
+            # Not for this path (or botocore's retry met our own claim whose answer was lost, now above the
+            # timestamp: its seq stays a hole).
+            return None
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            # Throttled, or a lost answer: a claim that landed leaves a hole, the next one takes a new seq.
+            budget.after_fault(exc)
+
+
+def _claim_request(table: Table, key: SessionKey, event: NewEvent, now: float) -> dict[str, Any]:
+    """The claim's UpdateItem: conditioned on what the transaction path would otherwise read and check."""
     names = {
         "#ls": "last_seq",
         "#ver": "version",
@@ -115,27 +132,15 @@ def _claim(table: Table, key: SessionKey, event: NewEvent, now: float, budget: B
         names["#stx"] = STATE_EXPIRY_ATTR
         values[":stx"] = N(now + table.retention_s)
         condition += " AND (attribute_not_exists(#stx) OR #stx >= :stx)"
-    while True:
-        try:
-            claimed: dict[str, Any] = table.db.update_item(
-                TableName=table.name,
-                Key=session_key(key),
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )["Attributes"]
-            return claimed
-        except table.db.exceptions.ConditionalCheckFailedException:
-            # Not for this path (or botocore's retry met our own claim whose answer was lost, now above the
-            # timestamp: its seq stays a hole).
-            return None
-        except Exception as exc:
-            if not transient(exc):
-                raise
-            # Throttled, or a lost answer: a claim that landed leaves a hole, the next one takes a new seq.
-            budget.after_fault(exc)
+    return {
+        "TableName": table.name,
+        "Key": session_key(key),
+        "UpdateExpression": "SET " + ", ".join(sets),
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+    }
 
 
 def _put(table: Table, key: SessionKey, event: NewEvent, item: dict[str, Any], budget: Budget) -> dict[str, Any] | None:

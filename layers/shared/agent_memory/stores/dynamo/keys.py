@@ -19,7 +19,7 @@ STATE_SK = "#STATE"
 # retention and moved on by the first append that would outlive it, so it outlives the session without every
 # append rewriting it.
 STATE_EXPIRY_ATTR = "stx"
-# On a session item: its state is in the state item.
+# On every session item: its state is in its state item. No read needs it; it stays in the stored format.
 STATE_ITEM_ATTR = "sti"
 # On the user's state item: how many sessions the user holds (the MaxSessionsPerUser quota's count); on a session
 # item: that it is in that count (an import's placeholder is not).
@@ -27,7 +27,7 @@ SESSIONS_ATTR = "sessions"
 COUNTED_ATTR = "counted"
 # On a session item made by a create: no payload (an event body offloaded to S3) was ever uploaded under this
 # incarnation, so its DELETE need not list the bucket (an S3 client and a LIST: most of a cold delete's first
-# response). Removed before the first upload (``appends.clear_no_payloads``); never on an imported or placeholder
+# response). Removed before the incarnation's first upload (``appends``); never on an imported or placeholder
 # item, nor with a retention (TTL removes items, never payloads), whose deletes list the bucket.
 NO_PAYLOADS_ATTR = "nb"
 IMPORTED_ATTR = "imp"

@@ -97,7 +97,7 @@ def read_counters(table: Table, key: SessionKey) -> Counters | None:
         Key=session_key(key),
         ConsistentRead=True,
         ProjectionExpression=(
-            "version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, sti, tmax, tskew, nb"
+            "version, last_seq, update_time, cmp_end, inc, deleting, importing, dels, stx, tmax, tskew, nb"
         ),
     )
     item = response.get("Item")
