@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from agent_memory.stores.ddbsize import item_size
+from agent_memory.stores.dynamo.sizes import item_size
 from bench.perf.cost import DYNAMODB_PER_M_RRU
 from bench.support.aws_counter import RequestCounter
 from bench.support.environment import bench_environment

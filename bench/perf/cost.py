@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import local  # noqa: F401 - puts the shared layer on sys.path
-from agent_memory.stores.ddbsize import item_size
+from agent_memory.stores.dynamo.sizes import item_size
 from bench.support.environment import bench_environment
 
 TABLE = "agent-memory-cost"
@@ -96,7 +96,7 @@ SAMPLE_TEXT = (
 WORDS = SAMPLE_TEXT.split()
 
 
-# --- DynamoDB's item size formula: agent_memory.stores.ddbsize (the store sizes its items by it too) -----------
+# --- DynamoDB's item size formula: agent_memory.stores.dynamo.sizes (the store sizes its items by it too) -----------
 
 
 @dataclass(frozen=True)

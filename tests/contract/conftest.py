@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import SessionStore
 from agent_memory.stores.s3 import S3BlobStore

@@ -9,7 +9,7 @@ import pytest
 
 from agent_memory.errors import PreconditionFailed, SessionNotFound
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, DeletionRaced, EventQuery, SessionKey, SessionStore, marks_of
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, EventQuery, SessionStore, Tail, marks_of
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter

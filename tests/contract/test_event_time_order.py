@@ -1,6 +1,6 @@
 """Reads by time (``after_timestamp``) whatever order the timestamps came in, and what the DynamoDB store pays for
-them: the events of a session created since the session item tracks their time order (``tmax``, ``tskew``) are
-in no ``by_ts`` index entry (one index write less per append), and a read by time reads about its answer."""
+them: a session's events are in no ``by_ts`` index entry (one index write less per append; the session item
+tracks their time order, ``tmax`` and ``tskew``, instead), and a read by time reads about its answer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.keys import session_key
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter
@@ -75,25 +76,9 @@ def test_a_new_sessions_events_take_no_by_ts_entry(aws: dict[str, Any]) -> None:
     store.create_session(record(key), ScopedDelta())
     store.append_events(key, [event(f"e{i}", 1000.0 + i) for i in range(5)], None)
     assert by_ts_entries(aws, key) == 0
-    item = aws["dynamodb"].get_item(TableName=TABLE, Key=store._session_key(key), ConsistentRead=True)["Item"]
+    item = aws["dynamodb"].get_item(TableName=TABLE, Key=session_key(key), ConsistentRead=True)["Item"]
     assert (item["tmax"]["N"], item["tskew"]["N"]) == ("1004.0", "0.0")
     assert [e["timestamp"] for e in store.read_events(key, EventQuery(after_timestamp=1003.0))] == [1003.0, 1004.0]
-
-
-def test_a_session_created_before_the_time_order_keeps_its_by_ts_index_whole(aws: dict[str, Any]) -> None:
-    store = dynamo(aws)
-    key = SessionKey("app", "alice", "old")
-    store.create_session(record(key), ScopedDelta())
-    # As an item written by the code before: no time order on it.
-    aws["dynamodb"].update_item(
-        TableName=TABLE,
-        Key=store._session_key(key),
-        UpdateExpression="REMOVE tmax, tskew",
-    )
-    store.append_events(key, [event("e0", 1005.0), event("e1", 1001.0), event("e2", 1009.0)], None)
-    assert by_ts_entries(aws, key) == 3
-    assert [e["id"] for e in store.read_events(key, EventQuery(after_timestamp=1004.0))] == ["e0", "e2"]
-    assert [e["id"] for e in store.read_events(key, EventQuery(after_timestamp=1004.0, num_recent=1))] == ["e2"]
 
 
 def test_a_read_by_time_reads_about_its_answer(aws: dict[str, Any]) -> None:

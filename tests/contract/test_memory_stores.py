@@ -16,7 +16,7 @@ import pytest
 from agent_memory.errors import ServiceUnavailable
 from agent_memory.limits import MAX_PARTS
 from agent_memory.search import Doc, SearchIndex
-from agent_memory.stores.dynamo_claims import DynamoClaimStore
+from agent_memory.stores.dynamo.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
 from agent_memory.stores.memory_parts import encode_v1_part
 from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, NotStored

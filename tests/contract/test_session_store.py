@@ -14,7 +14,8 @@ import pytest
 from agent_memory.errors import EventIdConflict, PreconditionFailed, SessionNotFound
 from agent_memory.policy.state import ScopedDelta, split_delta
 from agent_memory.runtime.aws import client
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo import appends
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore
@@ -325,17 +326,17 @@ def test_an_append_racing_a_compaction_never_shares_its_seq(
     store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET))
     live, _ = store.create_session(record(), ScopedDelta())
     store.append_events(KEY, [event("e1", 1001.0)], None)
-    read_counters = store._read_counters
+    read_counters = appends.read_counters
     raced: list[str] = []
 
-    def read_then_compact(key: SessionKey) -> Any:
-        counters = read_counters(key)
+    def read_then_compact(table: Any, key: SessionKey) -> Any:
+        counters = read_counters(table, key)
         if not raced:  # once, between the append's read and its write
             raced.append("compacted")
             assert store.append_compaction(key, event("c1", 1001.5), 1, 0, incarnation=live.incarnation) is not None
         return counters
 
-    monkeypatch.setattr(store, "_read_counters", read_then_compact)
+    monkeypatch.setattr(appends, "read_counters", read_then_compact)
     result = store.append_events(KEY, [event("e2", 1002.0)], 1)  # If-Match taken before the compaction
     assert raced and result.version == 2 and result.events[0]["seq"] == 3
     seqs = [int(i["seq"]["N"]) for i in aws["dynamodb"].scan(TableName=TABLE)["Items"] if "seq" in i]
@@ -714,11 +715,11 @@ def test_dynamo_state_item_outlives_the_session_with_a_retention_and_is_rewritte
     state changes) is written with twice the retention and moved on by the first append that would outlive it."""
     import types
 
-    from agent_memory.stores.dynamo import STATE_SK, events_pk
+    from agent_memory.stores.dynamo.keys import STATE_SK, events_pk
 
     now = [1_000_000.0]
     clock = types.SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic, sleep=time.sleep)
-    monkeypatch.setattr("agent_memory.stores.dynamo.time", clock)
+    monkeypatch.setattr("agent_memory.stores.dynamo.table.time", clock)
     store = DynamoSessionStore(aws["dynamodb"], TABLE, S3BlobStore(lambda: aws["s3"], BUCKET), retention_days=1)
     day = 86400
 

@@ -15,7 +15,7 @@ import pytest
 from agent_memory.errors import AlreadyExists, QuotaExceeded, SessionNotFound
 from agent_memory.policy.quotas import Quotas
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.inmemory import InMemorySessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore
 from agent_memory.stores.s3 import S3BlobStore

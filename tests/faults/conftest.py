@@ -45,7 +45,7 @@ def memory_write_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 3 s write budget (10 s in production): the tests that run it out stay quick, and what each fault
     leaves behind is the same (the session tier measures the real budget)."""
     monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 3.0)
 
 
 @pytest.fixture

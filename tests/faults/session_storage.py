@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_memory.stores.dynamo import events_pk, session_pk
+from agent_memory.stores.dynamo.keys import events_pk, session_pk
 from agent_memory.stores.ports import SessionKey
 from tests.support.api import Api
 from tests.support.aws import BUCKET, TABLE

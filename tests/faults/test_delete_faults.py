@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.dynamo import DynamoSessionStore, events_pk, session_pk
+from agent_memory.stores.dynamo.keys import events_pk, session_pk
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
 from tests.support.api import Api, text_event
@@ -27,7 +28,7 @@ KEY = SessionKey("app", "alice", "s1")
 def _setup(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 3 s write budget, lexical search, small offload threshold."""
     monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 3.0)
     monkeypatch.setenv("EMBEDDER", "none")
     monkeypatch.setenv("AUTOSAVE_POLICY", "default")
     monkeypatch.setenv("OFFLOAD_BYTES", "5000")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.stores.dynamo import TTL_IDENTITY, events_pk
+from agent_memory.stores.dynamo.keys import TTL_IDENTITY, events_pk
 from agent_memory.stores.ports import SessionKey
 from local.streams import _json_record, admits, stream_mappings
 from local.template import load_template

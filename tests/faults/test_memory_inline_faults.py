@@ -35,7 +35,7 @@ from .memory_storage import (
 @pytest.fixture(autouse=True)
 def _short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 3.0)
 
 
 @pytest.fixture(autouse=True)

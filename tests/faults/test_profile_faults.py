@@ -24,7 +24,7 @@ TEXTS = ["I am allergic to peanuts", "My sister Ana lives in Porto. I am allergi
 @pytest.fixture(autouse=True)
 def _short_budget_and_lexical(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("agent_memory.runtime.aws.WRITE_BUDGET_S", 3.0)
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 3.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 3.0)
     monkeypatch.setenv("EMBEDDER", "none")
     monkeypatch.setenv("AUTOSAVE_POLICY", "default")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.stores.dynamo import due_shard
+from agent_memory.stores.dynamo.keys import due_shard
 from agent_memory.stores.ports import SessionKey
 from local.apigw import LambdaContext
 from local.template import load_handler, load_template
@@ -49,7 +49,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def short_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 1.5)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 1.5)
 
 
 def sessions_in(shard: int, count: int, taken: set[str] | None = None) -> list[str]:

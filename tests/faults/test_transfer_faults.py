@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.stores.dynamo import session_pk
+from agent_memory.stores.dynamo.keys import session_pk
 from agent_memory.stores.s3 import STAGED_TAG
 from tests.support.api import Api, text_event
 from tests.support.aws import TABLE
@@ -32,7 +32,7 @@ def api(aws: dict[str, Any], faults: FaultInjector) -> Api:
 
 @pytest.fixture
 def short_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
-    monkeypatch.setattr("agent_memory.stores.dynamo.WRITE_BUDGET_S", 1.5)
+    monkeypatch.setattr("agent_memory.stores.dynamo.retries.WRITE_BUDGET_S", 1.5)
     yield 1.5
 
 
@@ -141,7 +141,7 @@ def test_an_import_whose_placeholder_could_not_be_given_back_is_taken_over_once_
     busy = import_(api, body)
     assert busy.status == 503 and retry_after(busy) >= 1  # it may be an import still writing
     assert api.create(session_id="s1").status == 503
-    monkeypatch.setattr("agent_memory.stores.dynamo.IMPORT_STALE_S", 0.0)
+    monkeypatch.setattr("agent_memory.stores.dynamo.sessions.IMPORT_STALE_S", 0.0)
     assert import_(api, body).status == 201
     assert_imported_whole(api, aws, body)
 

@@ -12,7 +12,7 @@ import pytest
 
 from agent_memory.service.compaction import CompactionService
 from agent_memory.service.sessions import SessionService
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
 from bench.support.aws_counter import RequestCounter

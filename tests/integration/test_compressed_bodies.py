@@ -13,8 +13,9 @@ import pytest
 
 from agent_memory.errors import EventIdConflict
 from agent_memory.policy.state import ScopedDelta
-from agent_memory.stores.ddbsize import item_size
-from agent_memory.stores.dynamo import _ZDICT, DynamoSessionStore
+from agent_memory.stores.dynamo.items import ZDICT
+from agent_memory.stores.dynamo.sizes import item_size
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, NewEvent, SessionKey, SessionRecord
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.wire.jsonio import dumps
@@ -58,7 +59,7 @@ def units(item: dict[str, Any]) -> int:
 
 
 def inflate(packed: bytes) -> bytes:
-    return zlib.decompressobj(zdict=_ZDICT).decompress(packed)
+    return zlib.decompressobj(zdict=ZDICT).decompress(packed)
 
 
 def as_plain(item: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def test_a_compressed_body_without_the_preset_dictionary_reads_too(
 ) -> None:
     sent = new_event("big", 1001.0, SUMMARY)
     store.append_events(KEY, [sent], None)
-    assert zlib.adler32(_ZDICT) == 1783504277  # the dictionary of stored items never changes
+    assert zlib.adler32(ZDICT) == 1783504277  # the dictionary of stored items never changes
     aws["dynamodb"].update_item(
         TableName=TABLE,
         Key={"PK": {"S": "E#app#alice#s1"}, "SK": {"S": "V#big"}},

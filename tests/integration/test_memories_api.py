@@ -247,8 +247,8 @@ def test_a_search_in_a_new_container_builds_no_dynamodb_store(api: Api, monkeypa
     """A search (and a profile read) uses the memory store only: building the session and claim stores, DynamoDB
     clients and all, was part of the search function's cold start."""
     from agent_memory.composition import services
-    from agent_memory.stores.dynamo import DynamoSessionStore
-    from agent_memory.stores.dynamo_claims import DynamoClaimStore
+    from agent_memory.stores.dynamo.claims import DynamoClaimStore
+    from agent_memory.stores.dynamo.store import DynamoSessionStore
 
     save(api, {"memories": [{"text": "my sister lives in Porto"}]})
     services.cache_clear()  # a new container

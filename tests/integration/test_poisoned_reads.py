@@ -1,5 +1,5 @@
-"""No read can be poisoned: items written straight into the table (as older versions or anyone holding the table
-could) never make a read answer 5xx, and never reach other users' sessions."""
+"""No read can be poisoned: items written straight into the table (as anyone holding the table could) never make a
+read answer 5xx, and never reach other users' sessions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_memory.limits import MAX_DATETIME_SECONDS
-from agent_memory.stores.dynamo import DynamoSessionStore
+from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import EventQuery, SessionKey
 from agent_memory.stores.s3 import S3BlobStore
 from agent_memory.wire.jsonio import dumps, load_stored
@@ -65,9 +65,9 @@ def poisoned(api: Api, aws: dict[str, Any]) -> Api:
     set_event(aws, "s1", "deep", body={"S": DEEP_OBJECT})
     set_event(aws, "s1", "notjson", body={"S": "{not json"})
     set_event(aws, "s1", "array", body={"S": "[1, 2]"})
-    set_event(aws, "s1", "future", body={"S": json.dumps({"author": "user", "timestamp": 1e20})}, ts={"N": "1e20"})
+    set_event(aws, "s1", "future", body={"S": json.dumps({"author": "user", "timestamp": 1e20})}, t={"N": "1e20"})
     set_event(aws, "s1", "gone", blob={"S": "sessions/app/alice/s1/events/gone/missing.json"})
-    put_state(aws, "U#app#alice", "S#s1", k=DEEP, broken="{oops")
+    put_state(aws, "E#app#alice#s1", "#STATE", k=DEEP, broken="{oops")  # the session's state item
     aws["dynamodb"].update_item(
         TableName=TABLE,
         Key={"PK": {"S": "U#app#alice"}, "SK": {"S": "S#s1"}},

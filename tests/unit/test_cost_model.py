@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_memory.stores.ddbsize import item_size, value_size
+from agent_memory.stores.dynamo.sizes import item_size, value_size
 from bench.perf.cost import Index, item_kind, table_indexes
 from local.template import load_template
 

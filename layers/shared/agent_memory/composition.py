@@ -110,7 +110,7 @@ class Services:
             cfg = self.settings
             if self.backend == "aws":
                 from .runtime.aws import client
-                from .stores.dynamo import DynamoSessionStore
+                from .stores.dynamo.store import DynamoSessionStore
                 from .stores.s3 import S3BlobStore
 
                 return DynamoSessionStore(
@@ -162,7 +162,7 @@ class Services:
         def build() -> ClaimStore:
             if self.backend == "aws":
                 from .runtime.aws import client
-                from .stores.dynamo_claims import DynamoClaimStore
+                from .stores.dynamo.claims import DynamoClaimStore
 
                 return DynamoClaimStore(client("dynamodb"), self.settings.table_name)
             if self.backend == "embedded":

@@ -1,6 +1,6 @@
 """DynamoDB's item size formula: the bytes it bills an item's write and read units by.
 
-Used by the DynamoDB store (whether a compressed body saves a write unit) and by ``bench.cost`` (the units of
+Used by the DynamoDB store (whether a compressed body saves a write unit) and by ``bench.perf.cost`` (the units of
 every item the handlers write), so both count alike."""
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .dynamo import _Budget, batch_write
-from .ports import EVENT_PREFIX, TEXT_PREFIX
+from ..ports import EVENT_PREFIX, TEXT_PREFIX
+from .retries import Budget, batch_write
 
 
 class DynamoClaimStore:
@@ -38,7 +38,7 @@ class DynamoClaimStore:
     def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         unique = list(dict.fromkeys(keys))
         marked: set[str] = set()
-        budget = _Budget()  # throttles and unprocessed keys retried within the write budget, then 503
+        budget = Budget()  # throttles and unprocessed keys retried within the write budget, then 503
         pk = self._pk(app_name, user_id)
         for start in range(0, len(unique), 100):
             pending: dict[str, Any] = {
