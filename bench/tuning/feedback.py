@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+import local  # noqa: F401 - puts the shared layer on sys.path
 from agent_memory.search.lexical import tokenize
 from agent_memory.search.ranking import RankedIndex
 from agent_memory.search.types import SearchConfig
