@@ -90,14 +90,6 @@ def test_only_marked_keys_are_forgotten(claims: ClaimStore) -> None:
     assert claims.forgotten("app", "alice", []) == set()
 
 
-def test_release_and_release_texts(claims: ClaimStore) -> None:
-    claims.commit("app", "alice", ["E#s1#e1", "T#abc", "T#def"])
-    claims.release("app", "alice", ["T#abc"])
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1", "T#def"}
-    claims.release_texts("app", "alice")
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1"}
-
-
 def test_many_keys_in_one_call(claims: ClaimStore) -> None:
     keys = [f"E#s1#e{i}" for i in range(250)]  # more than one BatchGetItem (100) and one BatchWriteItem (25)
     claims.commit("app", "alice", keys[:130])
@@ -176,38 +168,6 @@ def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) 
     assert len(keys) <= 1 + 1 + 9  # the manifest, a snapshot, at most MAX_SEGMENTS (+1 in flight) segments
     fresh = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
     assert len(fresh.view("app", "alice").records) == 30
-
-
-# The embedded store has no earlier version: every claim it ever wrote is committed.
-@pytest.mark.parametrize("claims", ["memory", "dynamodb"], indirect=True)
-def test_claims_of_an_earlier_version_read_as_marks_when_committed(claims: ClaimStore) -> None:
-    """Earlier versions claimed every saved event (uncommitted while its save ran, committed once stored or
-    forgotten): a committed one reads as forgotten (stored then: skipped either way), an uncommitted one does
-    not, until forget-all's ``commit_events`` marks it."""
-    old_claims(claims, "app", "alice", {"E#s1#e1": True, "E#s1#e2": False, "T#abc": False})
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "E#s1#e3"]) == {"E#s1#e1"}
-    claims.commit_events("app", "alice")
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"]) == {"E#s1#e1", "E#s1#e2"}
-    assert claims.forgotten("app", "bob", ["E#s1#e1"]) == set()  # per user
-
-
-def old_claims(claims: ClaimStore, app_name: str, user_id: str, keys: dict[str, bool]) -> None:
-    """Claim items as an earlier version wrote them (its own storage format, written raw)."""
-    if isinstance(claims, DynamoClaimStore):
-        for key, committed in keys.items():
-            item = {
-                "PK": {"S": f"M#{app_name}#{user_id}"},
-                "SK": {"S": f"C#{key}"},
-                "committed": {"BOOL": committed},
-                "claimed_at": {"N": "1000000.0"},
-            }
-            if not committed:
-                item["owner"] = {"S": "0" * 32}
-            claims._db.put_item(TableName=claims._table, Item=item)
-    else:
-        assert isinstance(claims, InMemoryClaimStore)
-        for key, committed in keys.items():
-            claims._claims[(app_name, user_id, key)] = (committed, 1_000_000.0)
 
 
 def test_forget_all_shows_before_the_records_it_removes(memories: MemoryStore) -> None:
