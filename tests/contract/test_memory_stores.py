@@ -18,9 +18,8 @@ from agent_memory.limits import MAX_PARTS
 from agent_memory.search import Doc, SearchIndex
 from agent_memory.stores.dynamo.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
-from agent_memory.stores.memory_parts import encode_v1_part
 from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, NotStored
-from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
+from agent_memory.stores.s3_memories import S3MemoryStore, encode_part
 from agent_memory.stores.sqlite.claims import SqliteClaimStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.memories import SqliteMemoryStore
@@ -273,31 +272,6 @@ def test_the_s3_store_deletes_orphans_past_their_grace(aws: dict[str, Any]) -> N
     patient.forget("app", "alice", ["m9"])
     assert orphan not in {v["Key"] for v in s3_versions(aws)}
     assert set(patient.view("app", "alice").records) == {"m1"}
-
-
-def test_the_s3_store_reads_and_replaces_parts_of_the_earlier_format(aws: dict[str, Any]) -> None:
-    """A memory stored by the version before ``AMEM2`` (whole-JSON parts, a manifest without version ids) reads,
-    takes new segments, and its merge rewrites it in the current format."""
-    s3, prefix = aws["s3"], "memories/app/alice/"
-    old = [record(1, "likes green tea"), record(2, "plays the cello"), record(3, "allergic to cats")]
-    keys = [f"{prefix}parts/{i:032x}.mem" for i in (1, 2)]
-    for key, chunk in zip(keys, (old[:2], old[2:]), strict=True):
-        s3.put_object(Bucket=BUCKET, Key=key, Body=encode_v1_part(chunk, build(chunk).to_bytes()))
-    manifest = {"snapshot": keys[0], "segments": [keys[1]], "pending_delete": [], "epoch": "", "purge": False}
-    s3.put_object(Bucket=BUCKET, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
-    store = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
-    view = store.view("app", "alice")
-    assert dict(view.records) == {r.id: r for r in old}
-    assert view.index.search("cello", 1)[0][0] == "m2"
-    assert store.add("app", "alice", [record(4, "runs marathons"), record(2)]) == ["m4"]
-    view = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine).view("app", "alice")
-    assert set(view.records) == {"m1", "m2", "m3", "m4"} and view.records["m4"].text == "runs marathons"
-    store.forget("app", "alice", ["m1"])  # merges everything into one snapshot
-    parts = [v for v in s3_versions(aws) if "/parts/" in v["Key"]]
-    assert len(parts) == 1
-    body = s3.get_object(Bucket=BUCKET, Key=parts[0]["Key"])["Body"].read()
-    assert body.startswith(b"AMEM2") and b"green tea" not in body
-    assert [r.id for r in decode_part(body)[0]] == ["m2", "m3", "m4"]
 
 
 def test_an_s3_search_decodes_only_the_records_it_returns(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
