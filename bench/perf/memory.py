@@ -19,8 +19,8 @@ moto runs as a server in this process; every search goes through it over HTTP, a
   ``git worktree add /tmp/base main``), interleaved with this tree's, against the same records and indexes: a
   before / after comparison under the same machine load (the machine is shared: separate runs drift apart). The
   baseline reads a copy of the user's memory whose parts are as that tree writes them (the same records and
-  index arrays): in the format before ``AMEM2`` (``memory_parts.encode_v1_part``) for a tree that reads only
-  that, and without the index's stored term order for a tree that does not store it.
+  index arrays): without the index's stored term order for a tree that does not store it. A tree that does not
+  read ``AMEM2`` parts is refused: no stored memory holds another format.
 - **S3 requests** are counted (botocore hooks) on a store without cached parts (cold) and per warm search.
 - **peak RSS**: the fresh process's maximum resident set after its searches.
 - **CPU time** (with ``--baseline``): every thread's CPU time in the fresh process (``time.process_time``: the
@@ -177,12 +177,14 @@ def _search_events(app_name: str, user: str, queries: list[str]) -> list[dict[st
     raise LookupError("no POST search route in template.yaml")
 
 
-def _baseline_format(tree: Path) -> tuple[bool, bool]:
-    """Whether the tree at ``tree`` writes ``AMEM2`` parts, and whether its indexes store their term order."""
+def _baseline_stores_term_order(tree: Path) -> bool:
+    """Whether the indexes of the tree at ``tree`` store their term order; SystemExit when it does not read
+    ``AMEM2`` parts (the only format this tree can write for it)."""
     layer = tree / "layers" / "shared" / "agent_memory"
     parts = (layer / "stores" / "memory_parts.py").read_text(encoding="utf-8")
-    index = (layer / "search" / "index.py").read_text(encoding="utf-8")
-    return "AMEM2" in parts, "term_order" in index
+    if "AMEM2" not in parts:
+        raise SystemExit(f"--baseline {tree}: its memory parts are not AMEM2, which this tree writes")
+    return "term_order" in (layer / "search" / "index.py").read_text(encoding="utf-8")
 
 
 def _without_term_order(index_bytes: bytes) -> bytes:
@@ -200,12 +202,12 @@ def _without_term_order(index_bytes: bytes) -> bytes:
 
 def _copy_for_baseline(s3: Any, source: str, target: str, tree: Path) -> None:
     """Copy the memory under ``source`` to ``target`` with every part re-encoded as the baseline tree at
-    ``tree`` writes them (the same records and index arrays): in the format before ``AMEM2`` for a tree that
-    reads only that, without the index's term order for a tree that does not store it."""
-    from agent_memory.stores.memory_parts import decode_part, encode_part, encode_v1_part
+    ``tree`` writes them (the same records and index arrays): without the index's term order for a tree that
+    does not store it."""
+    from agent_memory.stores.memory_parts import decode_part, encode_part
     from agent_memory.stores.s3_memories import MANIFEST
 
-    v2, term_order = _baseline_format(tree)
+    term_order = _baseline_stores_term_order(tree)
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=source + MANIFEST)["Body"].read())
     if manifest.get("i"):  # records held inline, which a tree before them stored as a segment
         inline = zlib.decompress(base64.b64decode(manifest.pop("i")))
@@ -215,7 +217,7 @@ def _copy_for_baseline(s3: Any, source: str, target: str, tree: Path) -> None:
     for key in ([manifest["snapshot"]] if manifest.get("snapshot") else []) + manifest["segments"]:
         records, index_bytes = decode_part(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
         stored = bytes(index_bytes) if term_order else _without_term_order(bytes(index_bytes))
-        body = (encode_part if v2 else encode_v1_part)(records, stored)
+        body = encode_part(records, stored)
         s3.put_object(Bucket=BUCKET, Key=target + key[len(source) :], Body=body)
     manifest = json.loads(json.dumps(manifest).replace(source, target))
     manifest.pop("v", None)  # the copies' versions are not the originals'

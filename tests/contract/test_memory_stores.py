@@ -18,9 +18,8 @@ from agent_memory.limits import MAX_PARTS
 from agent_memory.search import Doc, SearchIndex
 from agent_memory.stores.dynamo.claims import DynamoClaimStore
 from agent_memory.stores.inmemory import InMemoryClaimStore, InMemoryMemoryStore
-from agent_memory.stores.memory_parts import encode_v1_part
 from agent_memory.stores.ports import ClaimStore, MemoryRecord, MemoryStore, NotStored
-from agent_memory.stores.s3_memories import S3MemoryStore, decode_part, encode_part
+from agent_memory.stores.s3_memories import S3MemoryStore, encode_part
 from agent_memory.stores.sqlite.claims import SqliteClaimStore
 from agent_memory.stores.sqlite.database import SqliteDatabase
 from agent_memory.stores.sqlite.memories import SqliteMemoryStore
@@ -88,14 +87,6 @@ def test_only_marked_keys_are_forgotten(claims: ClaimStore) -> None:
     assert claims.forgotten("app", "bob", ["E#s1#e1"]) == set()  # per user
     assert claims.forgotten("other", "alice", ["E#s1#e1"]) == set()  # per app
     assert claims.forgotten("app", "alice", []) == set()
-
-
-def test_release_and_release_texts(claims: ClaimStore) -> None:
-    claims.commit("app", "alice", ["E#s1#e1", "T#abc", "T#def"])
-    claims.release("app", "alice", ["T#abc"])
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1", "T#def"}
-    claims.release_texts("app", "alice")
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "T#abc", "T#def"]) == {"E#s1#e1"}
 
 
 def test_many_keys_in_one_call(claims: ClaimStore) -> None:
@@ -176,38 +167,6 @@ def test_the_s3_store_merges_segments_and_reads_o1_objects(aws: dict[str, Any]) 
     assert len(keys) <= 1 + 1 + 9  # the manifest, a snapshot, at most MAX_SEGMENTS (+1 in flight) segments
     fresh = S3MemoryStore(lambda: aws["s3"], BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
     assert len(fresh.view("app", "alice").records) == 30
-
-
-# The embedded store has no earlier version: every claim it ever wrote is committed.
-@pytest.mark.parametrize("claims", ["memory", "dynamodb"], indirect=True)
-def test_claims_of_an_earlier_version_read_as_marks_when_committed(claims: ClaimStore) -> None:
-    """Earlier versions claimed every saved event (uncommitted while its save ran, committed once stored or
-    forgotten): a committed one reads as forgotten (stored then: skipped either way), an uncommitted one does
-    not, until forget-all's ``commit_events`` marks it."""
-    old_claims(claims, "app", "alice", {"E#s1#e1": True, "E#s1#e2": False, "T#abc": False})
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "E#s1#e3"]) == {"E#s1#e1"}
-    claims.commit_events("app", "alice")
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "T#abc"]) == {"E#s1#e1", "E#s1#e2"}
-    assert claims.forgotten("app", "bob", ["E#s1#e1"]) == set()  # per user
-
-
-def old_claims(claims: ClaimStore, app_name: str, user_id: str, keys: dict[str, bool]) -> None:
-    """Claim items as an earlier version wrote them (its own storage format, written raw)."""
-    if isinstance(claims, DynamoClaimStore):
-        for key, committed in keys.items():
-            item = {
-                "PK": {"S": f"M#{app_name}#{user_id}"},
-                "SK": {"S": f"C#{key}"},
-                "committed": {"BOOL": committed},
-                "claimed_at": {"N": "1000000.0"},
-            }
-            if not committed:
-                item["owner"] = {"S": "0" * 32}
-            claims._db.put_item(TableName=claims._table, Item=item)
-    else:
-        assert isinstance(claims, InMemoryClaimStore)
-        for key, committed in keys.items():
-            claims._claims[(app_name, user_id, key)] = (committed, 1_000_000.0)
 
 
 def test_forget_all_shows_before_the_records_it_removes(memories: MemoryStore) -> None:
@@ -313,31 +272,6 @@ def test_the_s3_store_deletes_orphans_past_their_grace(aws: dict[str, Any]) -> N
     patient.forget("app", "alice", ["m9"])
     assert orphan not in {v["Key"] for v in s3_versions(aws)}
     assert set(patient.view("app", "alice").records) == {"m1"}
-
-
-def test_the_s3_store_reads_and_replaces_parts_of_the_earlier_format(aws: dict[str, Any]) -> None:
-    """A memory stored by the version before ``AMEM2`` (whole-JSON parts, a manifest without version ids) reads,
-    takes new segments, and its merge rewrites it in the current format."""
-    s3, prefix = aws["s3"], "memories/app/alice/"
-    old = [record(1, "likes green tea"), record(2, "plays the cello"), record(3, "allergic to cats")]
-    keys = [f"{prefix}parts/{i:032x}.mem" for i in (1, 2)]
-    for key, chunk in zip(keys, (old[:2], old[2:]), strict=True):
-        s3.put_object(Bucket=BUCKET, Key=key, Body=encode_v1_part(chunk, build(chunk).to_bytes()))
-    manifest = {"snapshot": keys[0], "segments": [keys[1]], "pending_delete": [], "epoch": "", "purge": False}
-    s3.put_object(Bucket=BUCKET, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
-    store = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine)
-    view = store.view("app", "alice")
-    assert dict(view.records) == {r.id: r for r in old}
-    assert view.index.search("cello", 1)[0][0] == "m2"
-    assert store.add("app", "alice", [record(4, "runs marathons"), record(2)]) == ["m4"]
-    view = S3MemoryStore(lambda: s3, BUCKET, build, SearchIndex.from_bytes, SearchIndex.combine).view("app", "alice")
-    assert set(view.records) == {"m1", "m2", "m3", "m4"} and view.records["m4"].text == "runs marathons"
-    store.forget("app", "alice", ["m1"])  # merges everything into one snapshot
-    parts = [v for v in s3_versions(aws) if "/parts/" in v["Key"]]
-    assert len(parts) == 1
-    body = s3.get_object(Bucket=BUCKET, Key=parts[0]["Key"])["Body"].read()
-    assert body.startswith(b"AMEM2") and b"green tea" not in body
-    assert [r.id for r in decode_part(body)[0]] == ["m2", "m3", "m4"]
 
 
 def test_an_s3_search_decodes_only_the_records_it_returns(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,7 +54,7 @@ def stored_record_ids(aws: dict[str, Any]) -> Counter[str]:
 
 
 def claims(aws: dict[str, Any], user: str = "alice") -> dict[str, bool]:
-    """The user's claim items (forgotten-event marks, and what earlier versions claimed): key -> committed."""
+    """The user's claim items (forgotten-event marks): key -> committed."""
     items = aws["dynamodb"].query(
         TableName=TABLE,
         KeyConditionExpression="PK = :pk",

@@ -422,7 +422,7 @@ THROTTLES = {
     "forget: list": ("forget", "ListObjectVersions", s3_error("SlowDown", 503)),
     "forget-all: write": ("forget_all", "PutObject", s3_error("SlowDown", 503)),
     "forget-all: delete": ("forget_all", "DeleteObjects", s3_error("SlowDown", 503)),
-    "forget-all: claims": ("forget_all", "Query", throttle()),
+    "forget-all: marks": ("forget_all", "BatchWriteItem", throttle()),
 }
 
 
@@ -437,6 +437,8 @@ def test_throttling_answers_503_with_retry_after(
 ) -> None:
     seed_texts(api)
     route, operation, reply = THROTTLES[name]
+    if operation == "BatchWriteItem":  # forget-all marks the event memories it removes: one to mark
+        assert save(api, {"session_id": "s1", "events": [text_event("I keep bees", id="u9")]}).body["saved"] == 1
     faults.fail(operation, reply, times=-1)
     started = time.monotonic()
     if route == "save":
@@ -449,7 +451,7 @@ def test_throttling_answers_503_with_retry_after(
     # Never a hang: the answer comes well inside the API functions' 29 s timeout.
     assert time.monotonic() - started < 25.0
     faults.clear()
-    assert sorted(texts(api, "peanuts Porto oboe")) in (sorted(FACTS), sorted(FACTS[1:]), [])
+    assert sorted(t for t in texts(api, "peanuts Porto oboe") if t in FACTS) in (sorted(FACTS), sorted(FACTS[1:]), [])
 
 
 FORGET_LOST_ANSWERS = {

@@ -1,5 +1,5 @@
-"""The memory part format (``stores/memory_parts.py``): both versions read, records decoded when read, broken
-parts refused; the combined records of several parts; the index read without copying its arrays."""
+"""The memory part format (``stores/memory_parts.py``): records read back, each decoded when read, broken parts
+refused; the combined records of several parts; the index read without copying its arrays."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from agent_memory.stores.memory_parts import (
     PartRecords,
     decode_part,
     encode_part,
-    encode_v1_part,
     read_part,
 )
 from agent_memory.stores.ports import MemoryRecord
@@ -38,9 +37,8 @@ def index_bytes(records: list[MemoryRecord]) -> bytes:
     return SearchIndex.build([Doc(r.id, r.text) for r in records]).to_bytes()
 
 
-@pytest.mark.parametrize("encode", [encode_part, encode_v1_part], ids=["v2", "v1"])
-def test_both_formats_read_back_every_record_and_the_index(encode: object) -> None:
-    data = encode(RECORDS, index_bytes(RECORDS))  # type: ignore[operator]
+def test_a_part_reads_back_every_record_and_the_index() -> None:
+    data = encode_part(RECORDS, index_bytes(RECORDS))
     records, index = read_part(data)
     assert dict(records) == {r.id: r for r in RECORDS}
     assert list(records) == [r.id for r in RECORDS]  # stored order
@@ -96,7 +94,7 @@ def test_a_hand_assembled_part_reads_as_encode_part_writes_it() -> None:
         v2_part(["m0", "m1"], [blob(RECORDS[0]), blob(RECORDS[1])], offsets=[0, 200, 100]),  # out of order
         v2_part(["m0"], [blob(RECORDS[0])], offsets=[0, 10**9]),  # beyond the end
         v2_part(["m0"], [blob(RECORDS[0])], count=2),  # the table disagrees with the ids
-        b"AMEM1" + struct.pack(">Q", 10**9) + b"[]",  # v1: ends inside its records
+        b"AMEM1" + struct.pack(">Q", 2) + b"[]",  # a format no version of the store writes
     ],
 )
 def test_a_broken_part_is_refused(data: bytes) -> None:

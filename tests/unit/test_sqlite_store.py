@@ -44,7 +44,7 @@ def test_everything_is_still_there_after_closing_and_reopening_the_file(tmp_path
     assert before[1]["content"]["parts"][0]["text"] == big
     assert store.read_changes(0, 100) == feed and len(feed) == 3
     assert store.list_due(10) == [KEY]
-    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "T#new"]) == {"E#s1#e1"}
+    assert claims.forgotten("app", "alice", ["E#s1#e1", "E#s1#e2", "E#s2#e1"]) == {"E#s1#e1"}
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -20,7 +20,7 @@ from ..limits import MAX_BATCH, MAX_DATETIME_SECONDS, MAX_TOP_K, MIN_DATETIME_SE
 from ..policy.identifiers import validate_identifier
 from ..policy.quotas import NO_QUOTAS, Quotas
 from ..stores.ports import (
-    TEXT_PREFIX,
+    EVENT_PREFIX,
     ClaimStore,
     EventQuery,
     MemoryRecord,
@@ -61,11 +61,10 @@ def _normalise_text(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def claim_key(record: MemoryRecord) -> str:
-    """The idempotency key of a record: its event, or (for a direct add) its text."""
-    if record.event_id is not None and record.session_id is not None:
-        return f"E#{record.session_id}#{record.event_id}"
-    return TEXT_PREFIX + record.id[2:]
+def claim_key(session_id: str, event_id: str) -> str:
+    """The key that marks an event forgotten (``ClaimStore``). A directly added text is never marked: only an
+    event's save could bring a forgotten memory back unasked, and the user may add the text again."""
+    return f"{EVENT_PREFIX}{session_id}#{event_id}"
 
 
 def _finite_timestamp(value: Any) -> float | None:
@@ -417,7 +416,11 @@ class MemoryService:
 
         def prepare(held: Mapping[str, MemoryRecord]) -> list[MemoryRecord]:
             new = [r for r in records if r.id not in held]
-            events = {claim_key(r): r.id for r in new if r.event_id is not None and r.session_id is not None}
+            events = {
+                claim_key(r.session_id, r.event_id): r.id
+                for r in new
+                if r.event_id is not None and r.session_id is not None
+            }
             if events:
                 gone = {events[k] for k in self._claims.forgotten(app_name, user_id, list(events))}
                 new = [r for r in new if r.id not in gone]
@@ -518,14 +521,12 @@ class MemoryService:
         validate_identifier(user_id, "user_id")
         validate_identifier(memory_id, "memory_id")
         record = self._memories.view(app_name, user_id).records.get(memory_id)
-        if record is not None and record.event_id is not None:
+        if record is not None and record.event_id is not None and record.session_id is not None:
             # Marked before the record goes: a save that reads the memory without it reads the mark after, and
             # never stores the event again (docs/design.md, "Forgotten events").
-            self._claims.commit(app_name, user_id, [claim_key(record)])
+            self._claims.commit(app_name, user_id, [claim_key(record.session_id, record.event_id)])
         # Always, even when the record is gone: a retry finishes the deletions an earlier attempt left pending.
         self._memories.forget(app_name, user_id, [memory_id])
-        if memory_id.startswith("t-"):  # an earlier version's claim of a direct text: the user may add it again
-            self._claims.release(app_name, user_id, [TEXT_PREFIX + memory_id[2:]])
 
     def forget_events(self, key: SessionKey, event_ids: list[str]) -> None:
         """Forget what long-term memory holds of these events of the session (their events are being deleted),
@@ -534,7 +535,7 @@ class MemoryService:
         from other records' retrieval context by the store."""
         if not event_ids:
             return
-        keys = [f"E#{key.session_id}#{e}" for e in event_ids]
+        keys = [claim_key(key.session_id, e) for e in event_ids]
         # A clear hands over thousands: their commits run on a few threads (each a BatchWriteItem of 25 keys).
         chunks = [keys[start : start + 250] for start in range(0, len(keys), 250)]
         if len(chunks) == 1:  # one event, or a page of them: no thread to start
@@ -554,12 +555,18 @@ class MemoryService:
     def forget_all(self, app_name: str, user_id: str) -> None:
         validate_identifier(app_name, "app_name")
         validate_identifier(user_id, "user_id")
-        self._claims.commit_events(app_name, user_id)  # an earlier version's uncommitted claims: forgotten too
 
         def mark(held: Mapping[str, MemoryRecord]) -> None:
             # Every event memory the forget-all removes is marked first, off the view it replaces (again when a
             # save lands meanwhile), so that no save brings one back: saves write no claims of their own.
-            self._claims.commit(app_name, user_id, [claim_key(r) for r in held.values() if r.event_id is not None])
+            self._claims.commit(
+                app_name,
+                user_id,
+                [
+                    claim_key(r.session_id, r.event_id)
+                    for r in held.values()
+                    if r.event_id is not None and r.session_id is not None
+                ],
+            )
 
         self._memories.forget_all(app_name, user_id, mark)
-        self._claims.release_texts(app_name, user_id)

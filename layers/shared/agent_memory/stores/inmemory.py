@@ -15,8 +15,6 @@ from ..policy.quotas import NO_QUOTAS, Quotas
 from ..policy.state import ScopedDelta
 from ..wire.jsonio import dumps, event_size
 from .ports import (
-    EVENT_PREFIX,
-    TEXT_PREFIX,
     AppCursor,
     AppendResult,
     Before,
@@ -481,38 +479,21 @@ class InMemoryMemoryStore:
 
 
 class InMemoryClaimStore:
-    """``ClaimStore`` in a dict: (app, user, key) -> (committed, time); see ``stores/dynamo_claims.py``."""
+    """``ClaimStore`` in a dict: (app, user, key) -> the time of its mark; see ``stores/dynamo/claims.py``."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
-        self._claims: dict[tuple[str, str, str], tuple[bool, float]] = {}
+        self._claims: dict[tuple[str, str, str], float] = {}
         self._clock = clock
 
     def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         with self._lock:
-            return {k for k in keys if self._claims.get((app_name, user_id, k), (False, 0.0))[0]}
+            return {k for k in keys if (app_name, user_id, k) in self._claims}
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         with self._lock:
             for key in keys:
-                self._claims[(app_name, user_id, key)] = (True, self._clock())
-
-    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        with self._lock:
-            for key in keys:
-                self._claims.pop((app_name, user_id, key), None)
-
-    def commit_events(self, app_name: str, user_id: str) -> None:
-        with self._lock:
-            now = self._clock()
-            for claim, (committed, _) in list(self._claims.items()):
-                if claim[:2] == (app_name, user_id) and claim[2].startswith(EVENT_PREFIX) and not committed:
-                    self._claims[claim] = (True, now)
-
-    def release_texts(self, app_name: str, user_id: str) -> None:
-        with self._lock:
-            for claim in [c for c in self._claims if c[:2] == (app_name, user_id) and c[2].startswith(TEXT_PREFIX)]:
-                del self._claims[claim]
+                self._claims[(app_name, user_id, key)] = self._clock()
 
 
 class InlineSweepInvoker:

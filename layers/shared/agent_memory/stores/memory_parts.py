@@ -1,15 +1,12 @@
 """The byte format of a long-term memory part (``S3MemoryStore``'s immutable objects), and record mappings that
 decode a record only when it is read.
 
-Two versions are read; the second is written.
-
-- ``AMEM1`` (written before): the magic, the size of a JSON list of every record (big-endian u64), that list,
-  then the ``SearchIndex`` bytes. Reading any record means decoding all of them.
-- ``AMEM2``: the magic; the number of records ``n`` and the size of a JSON list of their ids (big-endian u64
-  each); that list; ``n + 1`` offsets (little-endian u64) into the block of records that follows, record ``i``
-  being the compact JSON object at ``[offsets[i], offsets[i + 1])`` of it; then the ``SearchIndex`` bytes. A
-  reader decodes the ids and the offsets only (at 100,000 records some 15 ms where decoding every record took
-  half a second of CPU); a search then decodes the records of its hits, a save or a profile read all of them.
+The format (``AMEM2``): the magic; the number of records ``n`` and the size of a JSON list of their ids
+(big-endian u64 each); that list; ``n + 1`` offsets (little-endian u64) into the block of records that follows,
+record ``i`` being the compact JSON object at ``[offsets[i], offsets[i + 1])`` of it; then the ``SearchIndex``
+bytes. A reader decodes the ids and the offsets only (at 100,000 records some 15 ms, where decoding every record
+of one JSON list took half a second of CPU); a search then decodes the records of its hits, a save or a profile
+read all of them.
 
 A part whose structure is broken (sizes beyond its end, offsets out of order, an id twice, a record whose id is
 not the one listed for it) raises ``ValueError``, at load for the structure and when read for a record.
@@ -27,11 +24,9 @@ from typing import Any
 
 from .ports import MemoryRecord
 
-__all__ = ["CombinedRecords", "PartRecords", "decode_part", "encode_part", "encode_v1_part", "read_part"]
+__all__ = ["CombinedRecords", "PartRecords", "decode_part", "encode_part", "read_part"]
 
-MAGIC_V1 = b"AMEM1"
 MAGIC_V2 = b"AMEM2"
-_SIZE = struct.Struct(">Q")
 _COUNTS = struct.Struct(">QQ")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
@@ -53,43 +48,18 @@ def encode_part(records: Sequence[MemoryRecord], index_bytes: bytes) -> bytes:
     return b"".join([MAGIC_V2, _COUNTS.pack(len(ids), len(id_list)), id_list, offsets.tobytes(), *blobs, index_bytes])
 
 
-def encode_v1_part(records: Sequence[MemoryRecord], index_bytes: bytes) -> bytes:
-    """A part in the format written before ``AMEM2`` (for tests and benchmarks of reading stored parts)."""
-    header = _ENCODER.encode([r.to_json() for r in records]).encode()
-    return MAGIC_V1 + _SIZE.pack(len(header)) + header + index_bytes
-
-
 def read_part(data: bytes) -> tuple[Mapping[str, MemoryRecord], memoryview]:
-    """The records of a part (of either format; ``AMEM2``'s decoded when read) and its index bytes (a view into
-    ``data``, no copy). ValueError when ``data`` is not a memory part."""
-    view = memoryview(data)
+    """The records of a part (each decoded when read) and its index bytes (a view into ``data``, no copy).
+    ValueError when ``data`` is not a memory part."""
     if data.startswith(MAGIC_V2):
-        return _read_v2(view)
-    if data.startswith(MAGIC_V1):
-        records, index_bytes = _decode_v1(view)
-        return {r.id: r for r in records}, index_bytes
+        return _read_v2(memoryview(data))
     raise ValueError("not a memory part")
 
 
 def decode_part(data: bytes) -> tuple[list[MemoryRecord], memoryview]:
-    """Every record of a part (of either format), in stored order, and its index bytes."""
-    if data.startswith(MAGIC_V2):
-        records, index_bytes = _read_v2(memoryview(data))
-        return list(records.values()), index_bytes
-    if data.startswith(MAGIC_V1):
-        return _decode_v1(memoryview(data))
-    raise ValueError("not a memory part")
-
-
-def _decode_v1(view: memoryview) -> tuple[list[MemoryRecord], memoryview]:
-    start = len(MAGIC_V1) + _SIZE.size
-    if len(view) < start:
-        raise ValueError("a memory part ends inside its header")
-    (size,) = _SIZE.unpack(view[len(MAGIC_V1) : start])
-    if start + size > len(view):
-        raise ValueError("a memory part ends inside its records")
-    records = [MemoryRecord.from_json(r) for r in json.loads(view[start : start + size].tobytes())]
-    return records, view[start + size :]
+    """Every record of a part, in stored order, and its index bytes."""
+    records, index_bytes = read_part(data)
+    return list(records.values()), index_bytes
 
 
 def _read_v2(view: memoryview) -> tuple[PartRecords, memoryview]:
@@ -115,7 +85,7 @@ def _read_v2(view: memoryview) -> tuple[PartRecords, memoryview]:
 
 
 class PartRecords(Mapping[str, MemoryRecord]):
-    """The records of one ``AMEM2`` part by id, each decoded from its JSON when first read (then kept)."""
+    """The records of one part by id, each decoded from its JSON when first read (then kept)."""
 
     def __init__(self, ids: list[str], blob: memoryview, offsets: Sequence[int]) -> None:
         self._ids = ids

@@ -527,8 +527,7 @@ class MemoryStore(Protocol):
         ...
 
 
-# Claim keys: an event saved to memory (``E#…``) and a text added directly (``T#…``).
-TEXT_PREFIX = "T#"
+# Claim keys: ``E#{session}#{event id}``, one per forgotten event.
 EVENT_PREFIX = "E#"
 
 
@@ -536,8 +535,7 @@ class ClaimStore(Protocol):
     """The events whose memories must never be stored again (docs/design.md, "Forgotten events"): a committed
     claim ``E#{session}#{event id}`` per event forgotten (or deleted). A save writes nothing here: the memory
     store already writes only records whose deterministic ids its view does not hold, and a save drops the
-    events marked here inside that write (``MemoryStore.add``'s ``prepare``). Claims written by earlier
-    versions, which claimed every saved event, read the same way: committed = marked, uncommitted = not."""
+    events marked here inside that write (``MemoryStore.add``'s ``prepare``)."""
 
     def forgotten(self, app_name: str, user_id: str, keys: list[str]) -> set[str]:
         """Those of ``keys`` that are marked (a strongly consistent read: a mark written before the call is seen)."""
@@ -545,19 +543,6 @@ class ClaimStore(Protocol):
 
     def commit(self, app_name: str, user_id: str, keys: list[str]) -> None:
         """Mark ``keys``: their events' memories are forgotten, and no save stores them again."""
-        ...
-
-    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        """Delete the claims of ``keys`` whatever their state (a forgotten direct text: an old version's claim)."""
-        ...
-
-    def commit_events(self, app_name: str, user_id: str) -> None:
-        """Mark every uncommitted event claim of the user (forget-all: claims an earlier version's save left
-        uncommitted are forgotten too)."""
-        ...
-
-    def release_texts(self, app_name: str, user_id: str) -> None:
-        """Delete every direct-text claim of the user (forget all; written by earlier versions); event claims stay."""
         ...
 
 

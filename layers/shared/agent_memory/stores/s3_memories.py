@@ -100,7 +100,6 @@ def user_prefix(app_name: str, user_id: str) -> str:
 class Manifest:
     snapshot: str | None = None
     segments: list[str] = field(default_factory=list)
-    forgotten: list[str] = field(default_factory=list)  # ids still to merge out (written by earlier versions)
     pending_delete: list[str] = field(default_factory=list)  # replaced objects whose deletion is not done yet
     epoch: str = ""  # the folder of this memory's parts; a forget-all starts a new one
     purge: bool = False  # a forget-all has not finished deleting the objects of earlier epochs
@@ -108,12 +107,12 @@ class Manifest:
     etag: str | None = None  # of the stored manifest this was read from; None when there is none
     version_id: str | None = None
     # The version id of each part (named or pending deletion) whose one and only version is known: deleted by
-    # key and version id, without listing the bucket. A part missing here (written before, or by a PUT that
-    # botocore retried, which may have left another version) is deleted by listing its versions.
+    # key and version id, without listing the bucket. A part missing here (written by a PUT that botocore
+    # retried, which may have left another version) is deleted by listing its versions.
     versions: dict[str, str] = field(default_factory=dict)
     merges: int = 0  # merges of this memory so far: every ``ORPHAN_SWEEP_EVERY``-th also sweeps for orphans
     # The records saved since the last segment, in the manifest itself (``"i"``): an ``AMEM2`` part, zlib-
-    # compressed; None when there are none (every manifest written before them). Newer than every named part.
+    # compressed; None when there are none. Newer than every named part.
     inline: bytes | None = None
     decoded: IndexedRecords | None = field(default=None, repr=False, compare=False)  # ``inline``, once read
     # A forget wrote this manifest: its earlier versions, which may hold forgotten records inline, are not all
@@ -124,14 +123,13 @@ class Manifest:
         return ([self.snapshot] if self.snapshot else []) + self.segments
 
     def is_empty(self) -> bool:
-        return not (self.snapshot or self.segments or self.forgotten or self.pending_delete or self.inline)
+        return not (self.snapshot or self.segments or self.pending_delete or self.inline)
 
     def successor(self) -> Manifest:
         """A copy to change and write over this one."""
         return Manifest(
             self.snapshot,
             list(self.segments),
-            list(self.forgotten),
             list(self.pending_delete),
             self.epoch,
             self.purge,
@@ -154,7 +152,7 @@ class Manifest:
         data: dict[str, Any] = {
             "snapshot": self.snapshot,
             "segments": self.segments,
-            "forgotten": self.forgotten,
+            "forgotten": [],  # always empty: a forget merges its memories out in the write that forgets them
             "pending_delete": self.pending_delete,
             "epoch": self.epoch,
             "purge": self.purge,
@@ -178,7 +176,6 @@ class Manifest:
         return cls(
             data.get("snapshot"),
             list(data.get("segments") or []),
-            list(data.get("forgotten") or []),
             list(data.get("pending_delete") or []),
             str(data.get("epoch") or ""),
             bool(data.get("purge")),
@@ -336,7 +333,7 @@ class S3MemoryStore:
 
     @staticmethod
     def _epoch_of(prefix: str, key: str) -> str | None:
-        """The epoch folder of a part's key ("" for parts written before epochs); None for any other key."""
+        """The epoch folder of a part's key ("" for the first epoch's, which have none); None for any other key."""
         if not key.startswith(prefix + "parts/"):
             return None
         rest = key[len(prefix) + len("parts/") :]
@@ -401,28 +398,28 @@ class S3MemoryStore:
         blob = zlib.compress(raw, 6)
         return blob if 4 * ((len(blob) + 2) // 3) <= limit else None  # its base64 length in the manifest
 
-    def _combined(self, manifest: Manifest) -> tuple[IndexedRecords, list[str]]:
-        """The view ``manifest`` names (its parts, then its inline records), and the keys it names that are
-        gone."""
+    def _combined(
+        self, manifest: Manifest, forgotten: frozenset[str] = frozenset()
+    ) -> tuple[IndexedRecords, list[str]]:
+        """The view ``manifest`` names (its parts, then its inline records) without ``forgotten``, and the keys it
+        names that are gone."""
         loaded = list(zip(manifest.objects(), self._load_parts(manifest.objects()), strict=True))
         parts = [p for _, p in loaded if p is not None]
         missing = [k for k, p in loaded if p is None]
         inline = self._inline_part(manifest)
         if inline is not None:
             parts.append(inline)
-        forgotten = frozenset(manifest.forgotten)
         index = self._combine([p.index for p in parts]) if parts else None
         if index is not None and forgotten:
             index = index.without(forgotten)
         # no record is decoded here: a search reads only its hits
         return IndexedRecords(CombinedRecords([p.records for p in parts], forgotten), index), missing
 
-    def _scrubbed(self, manifest: Manifest, merged: IndexedRecords) -> IndexedRecords:
-        """``merged`` with the forgotten memories' texts also removed from the context and reply other memories
+    def _scrubbed(self, manifest: Manifest, merged: IndexedRecords, forgotten: frozenset[str]) -> IndexedRecords:
+        """``merged`` with the ``forgotten`` memories' texts also removed from the context and reply other memories
         were indexed with (contextual retrieval stored the turns around each memory), those memories re-indexed."""
-        if not manifest.forgotten:
+        if not forgotten:
             return merged
-        forgotten = set(manifest.forgotten)
         sources = [self._load_part(key) for key in manifest.objects()] + [self._inline_part(manifest)]
         fragments = [
             f"{r.author}: {r.text}"
@@ -459,12 +456,12 @@ class S3MemoryStore:
                 self._views[prefix] = (manifest, view)
         return manifest, view, missing
 
-    def _merge(self, prefix: str, new: Manifest) -> str | None:
-        """Rewrite ``new``'s view into one snapshot without its forgotten memories (nor their text in others'
+    def _merge(self, prefix: str, new: Manifest, forgotten: frozenset[str] = frozenset()) -> str | None:
+        """Rewrite ``new``'s view into one snapshot without the ``forgotten`` memories (nor their text in others'
         context). ``new`` then names only that snapshot and lists what it replaces as pending deletions; the
         snapshot's key is returned (None when nothing is left)."""
-        merged, _ = self._combined(new)
-        merged = self._scrubbed(new, merged)
+        merged, _ = self._combined(new, forgotten)
+        merged = self._scrubbed(new, merged, forgotten)
         live = list(merged.records.values())
         snapshot = None
         if live:
@@ -472,7 +469,7 @@ class S3MemoryStore:
             if version:
                 new.versions[snapshot] = version
         new.pending_delete = list(dict.fromkeys(new.pending_delete + new.objects()))
-        new.snapshot, new.segments, new.forgotten = snapshot, [], []
+        new.snapshot, new.segments = snapshot, []
         new.inline = new.decoded = None  # in the snapshot now
         new.merges += 1
         return snapshot
@@ -620,7 +617,7 @@ class S3MemoryStore:
             if len(tables) == len(found):
                 if manifest.inline is not None:
                     tables.append(read_part(zlib.decompress(manifest.inline))[0])
-                combined = CombinedRecords(tables, frozenset(manifest.forgotten))
+                combined = CombinedRecords(tables)
                 return {i for i in wanted if i in combined}
             # A part is gone: a merge replaced it since the manifest was read (or it needs repair): ``view`` knows.
         held = self.view(app_name, user_id).records
@@ -824,12 +821,11 @@ class S3MemoryStore:
                 self._backoff(deadline, 0)  # within the budget still
                 continue
             present = ids & set(view.records)
-            if not (present or manifest.forgotten or missing):
+            if not (present or missing):
                 break
             new = manifest.successor().without(missing)
-            new.forgotten = sorted(set(new.forgotten) | present)
             new.scrub = True  # earlier manifest versions may hold what is forgotten inline
-            snapshot = self._merge(prefix, new)
+            snapshot = self._merge(prefix, new, frozenset(present))
             written = self._write_manifest(prefix, new, manifest)
             if written is not None:
                 manifest = written

@@ -7,12 +7,8 @@ again. A save writes nothing here: it reads the marks of the events it is about 
 (``MemoryService._preparer``), and drops the marked ones; the store itself writes only records whose
 deterministic ids its view does not hold, so a retry or a racing save never stores a record twice.
 
-Earlier versions claimed every candidate of every save here (a conditional PutItem, then a commit): their
-committed claims read as marks (an event stored then, or forgotten: skipped either way), their uncommitted
-ones (a save that died) as no mark. The claim of a directly added text is no longer written; ``release`` and
-``release_texts`` delete the old ones when their text is forgotten.
-
-DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``committed`` and ``claimed_at`` (the time of the mark).
+DynamoDB items: ``M#{app}#{user}`` / ``C#{claim key}`` with ``committed`` (always true) and ``claimed_at`` (the time
+of the mark). Every item is a mark: a read asks only whether it exists.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ports import EVENT_PREFIX, TEXT_PREFIX
 from .retries import Budget, batch_write
 
 
@@ -44,16 +39,13 @@ class DynamoClaimStore:
             pending: dict[str, Any] = {
                 self._table: {
                     "Keys": [{"PK": pk, "SK": {"S": f"C#{k}"}} for k in unique[start : start + 100]],
-                    "ProjectionExpression": "SK, #c",
-                    "ExpressionAttributeNames": {"#c": "committed"},
+                    "ProjectionExpression": "SK",
                     "ConsistentRead": True,
                 }
             }
             while pending:
                 response = budget.call(self._db.batch_get_item, RequestItems=pending)
-                for item in response.get("Responses", {}).get(self._table, []):
-                    if item.get("committed", {}).get("BOOL"):
-                        marked.add(item["SK"]["S"][2:])
+                marked.update(item["SK"]["S"][2:] for item in response.get("Responses", {}).get(self._table, []))
                 pending = response.get("UnprocessedKeys") or {}
                 if pending:
                     budget.after_fault("unprocessed keys")
@@ -79,35 +71,3 @@ class DynamoClaimStore:
                 for key in dict.fromkeys(keys)
             ]
         )
-
-    def release(self, app_name: str, user_id: str, keys: list[str]) -> None:
-        self._batch(
-            [
-                {"DeleteRequest": {"Key": {"PK": self._pk(app_name, user_id), "SK": {"S": f"C#{key}"}}}}
-                for key in dict.fromkeys(keys)
-            ]
-        )
-
-    def _claim_keys(self, app_name: str, user_id: str, prefix: str, uncommitted_only: bool) -> list[str]:
-        params: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
-            "ExpressionAttributeValues": {":pk": self._pk(app_name, user_id), ":p": {"S": f"C#{prefix}"}},
-            "ProjectionExpression": "SK",
-        }
-        if uncommitted_only:
-            params["FilterExpression"] = "committed = :f"
-            params["ExpressionAttributeValues"][":f"] = {"BOOL": False}
-        keys: list[str] = []
-        while True:
-            response = self._db.query(**params)
-            keys += [item["SK"]["S"][2:] for item in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                return keys
-            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def release_texts(self, app_name: str, user_id: str) -> None:
-        self.release(app_name, user_id, self._claim_keys(app_name, user_id, TEXT_PREFIX, uncommitted_only=False))
-
-    def commit_events(self, app_name: str, user_id: str) -> None:
-        self.commit(app_name, user_id, self._claim_keys(app_name, user_id, EVENT_PREFIX, uncommitted_only=True))
