@@ -48,8 +48,8 @@ class SessionRecord:
     summary_event_id: str | None = None  # the newest compaction event
     summary_end_seq: int = 0  # the last seq it covers (the compaction watermark)
     # Which life of this session id the record belongs to: chosen at create, so that nothing of a deleted
-    # session (events, seq, a compaction in flight) is taken for a re-created one's. "" for sessions stored
-    # before incarnations existed (the legacy incarnation).
+    # session (events, seq, a compaction in flight) is taken for a re-created one's. "" only in a record built
+    # before its session is stored.
     incarnation: str = ""
     # The application's own JSON object kept with the session (``PUT …/memo``): last writer wins, outside the
     # version; deleted with the session.

@@ -1,8 +1,8 @@
 """JSON in and out of the read path: stored text decoded so that nothing stored can fail a read, and responses
 encoded with what Lambda will carry measured.
 
-Stored JSON (state values, event bodies) was written by earlier versions of the service with looser bounds, or by
-anyone holding the table. :func:`load_stored` decodes it without ever raising anything but :class:`Unreadable`:
+Stored JSON (state values, event bodies) may have been written with looser bounds than the edge's, or by anyone
+holding the table. :func:`load_stored` decodes it without ever raising anything but :class:`Unreadable`:
 
 - values nested up to :data:`MAX_STORED_JSON_DEPTH` decode to plain Python values with the C decoder; a deeper subtree
   (any depth, past what ``json`` or pydantic can recurse through) is decoded iteratively and kept as its JSON text: a
