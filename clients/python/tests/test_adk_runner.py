@@ -6,6 +6,7 @@ session state. The example agent itself runs against `make run` too.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 
 from agent_memory_client import AsyncClient
-from agent_memory_client.adk import RemoteSessionService
+from agent_memory_client.adk import RemoteMemoryService, RemoteSessionService
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import adk_agent
@@ -130,3 +131,42 @@ async def test_an_invocation_spanning_a_server_compaction_completes(server_url: 
     kinds = ["compaction" if e.actions.compaction else e.author for e in stored.events[12:]]
     # The user's message and the call before the compaction, the tool's answer and the reply after it.
     assert kinds == ["user", "assistant", "compaction", "assistant", "assistant", "user", "assistant"]
+
+
+def test_the_synchronous_runner_takes_turn_after_turn(server_url: str, app_name: str) -> None:
+    """ADK's ``Runner.run`` runs each call's ``asyncio.run`` in a thread of its own: a new event loop per turn.
+    The service (and its client, which it owns here) must serve every turn, as InMemorySessionService does."""
+    from google.genai import types
+
+    script = [types.Part(text=f"reply {turn}") for turn in range(3)]
+    services: list[BaseSessionService] = [InMemorySessionService(), RemoteSessionService(base_url=server_url)]
+    stored: list[Session] = []
+    for service in services:
+        runner = Runner(app_name=app_name, agent=adk_agent.build_agent(script), session_service=service)
+        session = asyncio.run(service.create_session(app_name=app_name, user_id="sync"))
+        for turn in range(3):
+            message = types.Content(role="user", parts=[types.Part(text=f"turn {turn}")])
+            events = list(runner.run(user_id="sync", session_id=session.id, new_message=message))
+            assert [p.text for e in events if e.content for p in e.content.parts or []] == [f"reply {turn}"]
+        got = asyncio.run(service.get_session(app_name=app_name, user_id="sync", session_id=session.id))
+        assert got is not None
+        stored.append(got)
+    assert [_comparable(e) for e in stored[1].events] == [_comparable(e) for e in stored[0].events]
+    assert len(stored[1].events) == 6
+
+
+def test_a_client_serves_one_event_loop_after_another(server_url: str, app_name: str) -> None:
+    """``asyncio.run`` twice over one client (ADK's memory thread-safety test does): each loop gets a connection
+    pool of its own, and the pools of loops that closed are let go."""
+    client = AsyncClient(server_url)
+    service = RemoteSessionService(client)
+    ids = [asyncio.run(service.create_session(app_name=app_name, user_id="loops")).id for _ in range(3)]
+    listed = asyncio.run(service.list_sessions(app_name=app_name, user_id="loops"))
+    assert sorted(s.id for s in listed.sessions) == sorted(ids)
+    memory = RemoteMemoryService(client)
+    for _ in range(2):  # the memory service over the same client, from two more loops
+        found = asyncio.run(memory.search_memory(app_name=app_name, user_id="loops", query="green tea"))
+        assert found.memories == []
+    assert len(client._pools) == 1  # the three closed loops' pools were dropped when the fourth loop came
+    asyncio.run(client.close())
+    assert client._pools == {}

@@ -228,6 +228,7 @@ async def test_both_clients_close_their_connections_as_context_managers(server_u
 
     async with AsyncClient(server_url) as async_client:
         created = await async_client.create_session(app_name, "u1")
+        pool = async_client._http  # the running loop's
     with Client(server_url) as client:
         assert client.get_session(app_name, "u1", created.id).id == created.id
-    assert async_client._http.is_closed and client._http.is_closed
+    assert pool.is_closed and client._http.is_closed and async_client._pools == {}

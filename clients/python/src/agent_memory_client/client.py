@@ -430,8 +430,24 @@ class AsyncClient(_Base):
             max_retries=max_retries,
             backoff=backoff,
         )
-        self._http = httpx.AsyncClient(auth=self._auth, transport=transport, timeout=self._core.timeout)
+        self._transport = transport
+        # One connection pool per event loop: an httpx pool belongs to the loop that opened its connections, and
+        # callers run one loop after another over one client (ADK's synchronous Runner.run: asyncio.run in a new
+        # thread per turn). A closed loop's pool is let go when the next loop's is made.
+        self._pools: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The running loop's connection pool, made on its first request."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            for closed in [other for other in self._pools if other.is_closed()]:
+                del self._pools[closed]  # its connections went with their loop
+            pool = httpx.AsyncClient(auth=self._auth, transport=self._transport, timeout=self._core.timeout)
+            self._pools[loop] = pool
+        return pool
 
     async def _run(self, flow: Flow[T]) -> T:
         reply: Reply = None
@@ -450,8 +466,12 @@ class AsyncClient(_Base):
             return done.value  # type: ignore[no-any-return]
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
+        """Close the connection pools: the running loop's, and let go of the others' (their loops closed them or
+        will; a pool cannot be closed from another loop). The client opens a new pool if used again."""
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        self._pools.clear()
+        if pool is not None:
+            await pool.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
