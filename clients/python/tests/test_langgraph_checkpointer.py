@@ -271,3 +271,39 @@ def test_prebuilt_react_agent_interrupted_before_its_tool_and_resumed(client: Cl
         "booked TP 1234",
         "Your flight TP 1234 is booked.",
     ]
+
+
+class Letters(TypedDict):
+    letters: Annotated[list[str], operator.add]
+
+
+def _letters_graph(saver: Any) -> CompiledStateGraph:
+    builder = StateGraph(Letters)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, lambda state, name=name: {"letters": [name]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_fork_leaves_the_old_branch_as_it_was(client: Client, app_name: str) -> None:
+    """Time travel: ``update_state`` on an earlier checkpoint starts a branch; the original branch's checkpoints
+    still read their own values (channel versions never collide across branches), as with InMemorySaver."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def travel(saver: Any) -> tuple[list[str], list[str], list[Any]]:
+        app = _letters_graph(saver)
+        config = {"configurable": {"thread_id": f"fork-{uuid.uuid4().hex[:8]}"}}
+        app.invoke({"letters": []}, config)
+        history = list(app.get_state_history(config))
+        tip = history[0].config
+        after_a = next(s for s in history if s.values.get("letters") == ["a"])
+        forked = app.update_state(after_a.config, {"letters": ["x"]})
+        app.invoke(None, forked)
+        return app.get_state(tip).values["letters"], app.get_state(config).values["letters"], app.get_state(tip).next
+
+    expected = travel(InMemorySaver())
+    assert expected == (["a", "b", "c"], ["a", "x", "b", "c"], ())
+    assert travel(RemoteCheckpointSaver(client, app_name=app_name)) == expected

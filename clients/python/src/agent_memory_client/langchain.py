@@ -33,6 +33,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import random
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -448,7 +449,7 @@ def _matches(metadata: dict[str, Any], filter: dict[str, Any] | None) -> bool:
     return not filter or all(metadata.get(key) == value for key, value in filter.items())
 
 
-class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
+class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
     """LangGraph's checkpointer over agent memory sessions: ``thread_id`` is a session of ``app_name`` and
     ``user_id``; checkpoints, pending writes and the graph's messages (the ``messages_key`` channel) are its
     events. Sync methods need ``client``, async ones ``async_client`` (or run the sync ones in a thread)."""
@@ -470,6 +471,18 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[int]):  # type: ignore[misc]
         self.messages_key = messages_key
         # Message events already in each thread (learnt from reads and writes): a put appends only new ones.
         self._recorded: dict[str, set[str]] = {}
+
+    def get_next_version(self, current: str | int | None, channel: Any = None) -> str:
+        """The channel's next version: its counter, then a random tail, as InMemorySaver and the Postgres saver make
+        them. Blobs are stored by (namespace, channel, version): two branches forked from one checkpoint write the
+        same counter, and the tail keeps one branch's values from replacing the other's. Versions sort by counter."""
+        if current is None:
+            counter = 0
+        elif isinstance(current, int):
+            counter = current
+        else:
+            counter = int(str(current).split(".")[0])
+        return f"{counter + 1:032}.{random.random():016}"
 
     def _sync(self) -> Client:
         return _sync_client(self.client, "checkpointer", "(ainvoke, astream)")
