@@ -114,3 +114,47 @@ def test_an_adk_session_reads_as_messages(client: Client, app_name: str) -> None
     assert messages[1].tool_calls[0]["name"] == "weather"
     assert messages[2].content == "sunny" and messages[2].tool_call_id == "f1"
     assert messages[3].content == "It is sunny."
+
+
+def every_field() -> list[BaseMessage]:
+    """A message of every type langchain-core defines, each field set to something other than its default."""
+    from langchain_core.messages import ChatMessage, FunctionMessage
+
+    return [
+        SystemMessage(content="Be brief.", id="s1", name="rules", additional_kwargs={"k": 1}),
+        HumanMessage(content="Hi", id="h1", name="alice", example=True, response_metadata={"lang": "en"}),
+        AIMessage(
+            content="Let me check.",
+            id="a1",
+            name="agent",
+            example=True,
+            tool_calls=[{"id": "c1", "name": "lookup", "args": {"q": "x"}, "type": "tool_call"}],
+            invalid_tool_calls=[
+                {"id": "c2", "name": "lookup", "args": "{not json", "error": "bad JSON", "type": "invalid_tool_call"}
+            ],
+            usage_metadata={"input_tokens": 12, "output_tokens": 5, "total_tokens": 17},
+            response_metadata={"model_name": "m", "finish_reason": "tool_calls"},
+        ),
+        ToolMessage(
+            content="found",
+            tool_call_id="c1",
+            name="lookup",
+            id="t1",
+            artifact={"rows": [1, 2, 3]},
+            status="error",
+            additional_kwargs={"trace": "abc"},
+        ),
+        FunctionMessage(content="42", name="answer", id="f1"),
+        ChatMessage(content="aside", role="narrator", id="x1", name="n"),
+    ]
+
+
+def test_every_message_field_round_trips_as_in_memory(client: Client, app_name: str) -> None:
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+
+    reference = InMemoryChatMessageHistory()
+    reference.add_messages(every_field())
+    remote = RemoteChatMessageHistory(client, app_name=app_name, user_id="fields", session_id="all")
+    remote.add_messages(every_field())
+    read = RemoteChatMessageHistory(client, app_name=app_name, user_id="fields", session_id="all").messages
+    assert [m.model_dump() for m in read] == [m.model_dump() for m in reference.messages]

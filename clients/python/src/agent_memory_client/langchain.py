@@ -169,9 +169,13 @@ def message_to_event(message: BaseMessage, *, event_id: str | None = None) -> di
             meta[name] = value
     if blocks is not None:
         meta["content"] = blocks
-    for name in ("additional_kwargs", "response_metadata"):
+    if getattr(message, "example", False):
+        meta["example"] = True
+    # The fields no part of the event holds: kept while they fit the event's metadata (a response's metadata or a
+    # tool's artifact can be large; the message's content and calls are stored whatever their size).
+    for name in ("additional_kwargs", "response_metadata", "usage_metadata", "invalid_tool_calls", "artifact"):
         value = getattr(message, name, None)
-        if value and _json_size(meta) + _json_size(value) < _METADATA_ROOM:
+        if value is not None and value != {} and value != [] and _json_size(meta) + _json_size(value) < _METADATA_ROOM:
             meta[name] = json.loads(json.dumps(value, default=str))
     event: dict[str, Any] = {
         "author": _AUTHOR.get(kind, getattr(message, "role", None) or "user"),
@@ -206,20 +210,22 @@ def event_to_message(event: dict[str, Any]) -> BaseMessage | None:
         common: dict[str, Any] = {
             key: meta[key] for key in ("id", "name", "additional_kwargs", "response_metadata") if key in meta
         }
+        example = {"example": True} if meta.get("example") else {}
         if kind in ("tool", "function") and responses:
             result = (responses[0].get("response") or {}).get("result")
             body = meta["content"] if "content" in meta else (result if isinstance(result, str) else json.dumps(result))
             if kind == "function":
                 return FunctionMessage(content=body, **common)
-            extra = {"status": meta["status"]} if "status" in meta else {}
+            extra = {key: meta[key] for key in ("status", "artifact") if key in meta}
             return ToolMessage(content=body, tool_call_id=meta.get("tool_call_id") or "", **common, **extra)
         if kind == "ai":
-            return AIMessage(content=body, tool_calls=tool_calls, **common)
+            extra = {key: meta[key] for key in ("usage_metadata", "invalid_tool_calls") if key in meta}
+            return AIMessage(content=body, tool_calls=tool_calls, **common, **example, **extra)
         if kind == "system":
             return SystemMessage(content=body, **common)
         if kind == "chat":
             return ChatMessage(content=body, role=meta.get("role") or "user", **common)
-        return HumanMessage(content=body, **common)
+        return HumanMessage(content=body, **common, **example)
     if (event.get("actions") or {}).get("compaction") or not parts:
         return None
     ident = {"id": event["id"]} if event.get("id") else {}
