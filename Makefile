@@ -22,8 +22,10 @@ DATA_DIR ?= .data
 # make run AUTH=jwt: bearer tokens required, checked as API Gateway's JWT authorizer would, with a signing key kept
 # under $(DATA_DIR)/auth; mint one with `.venv/bin/python -m local.token --user alice`. AUTH=iam: no token (today).
 AUTH ?= iam
+# make example-adk / example-langgraph: the API the examples talk to.
+URL ?= http://127.0.0.1:3000
 
-.PHONY: run wipe test check client-test client-lock unit lint template openapi build smoke bench lock clean docs
+.PHONY: run wipe test check example-adk example-langgraph client-test client-lock unit lint template openapi build smoke bench lock clean docs
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -81,6 +83,12 @@ build: $(STAMP)  # sam finds python3.13 on PATH: the project's venv has it
 smoke: $(STAMP)  # the README's quick start against API_URL: SigV4-signed for an execute-api URL, else unsigned
 	@test -n "$(API_URL)" || { echo "usage: make smoke API_URL=<the stack's ApiUrl output, or http://127.0.0.1:3000>"; exit 2; }
 	$(BIN)/python -m local.smoke --url "$(API_URL)"
+
+example-adk: $(CLIENT_STAMP)  # the ADK example agent against URL (default make run's), with the client's environment
+	$(CLIENT_VENV)/bin/python clients/python/examples/adk_agent.py --url $(URL)
+
+example-langgraph: $(CLIENT_STAMP)  # the LangGraph example graph against URL
+	$(CLIENT_VENV)/bin/python clients/python/examples/langgraph_agent.py --url $(URL)
 
 bench: $(STAMP)  # the quick ones; bench/README.md lists every benchmark
 	$(BIN)/python -m bench.perf.requests

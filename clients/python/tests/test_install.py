@@ -70,3 +70,38 @@ def test_the_projects_readme_plain_python_example(tmp_path: Path, server_url: st
     result = run(code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "1 ['user'] [\"I'd like a quiet hotel in Porto\"]\n"
+
+
+def _readme_block(title: str, server_url: str, app_name: str, old_app: str) -> str:
+    text = (PACKAGE.parents[1] / "README.md").read_text()
+    block = re.search(rf"\*\*{re.escape(title)}\*\*.*?```python\n(.*?)```", text, re.S)
+    assert block, f"the README has no {title} block"
+    return block.group(1).replace("http://127.0.0.1:3000", server_url).replace(f'"{old_app}"', repr(app_name))
+
+
+def test_the_projects_readme_adk_example(tmp_path: Path, server_url: str, app_name: str) -> None:
+    # The "Google ADK" block, as written (a whole program: no name left undefined), then one turn of its runner
+    # with a scripted model in place of the real one, through the services it built.
+    code = _readme_block("Google ADK", server_url, app_name, "travel-agent")
+    code += f"""
+import sys
+sys.path.insert(0, {str(PACKAGE / "examples")!r})
+import asyncio, adk_agent
+from google.genai import types
+agent.model = adk_agent.ScriptedModel(script=[types.Part(text="Lisbon it is.")])
+session = asyncio.run(runner.session_service.create_session(app_name={app_name!r}, user_id="ana"))
+message = types.Content(role="user", parts=[types.Part(text="Plan a trip")])
+events = list(runner.run(user_id="ana", session_id=session.id, new_message=message))
+print([p.text for e in events if e.content for p in e.content.parts or []])
+"""
+    result = run(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "['Lisbon it is.']\n"
+
+
+def test_the_projects_readme_langgraph_example(tmp_path: Path, server_url: str, app_name: str) -> None:
+    # The "LangGraph / LangChain" block, as written, prints the thread's messages as its comment says.
+    code = _readme_block("LangGraph / LangChain", server_url, app_name, "my-app")
+    result = run(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "['hi', 'You said: hi']\n"

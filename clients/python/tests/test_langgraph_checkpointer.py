@@ -5,9 +5,11 @@ events the service's context route reads; list, filters and delete_thread."""
 from __future__ import annotations
 
 import operator
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -21,6 +23,8 @@ from langgraph.types import Command, interrupt
 
 from agent_memory_client import AsyncClient, Client
 from agent_memory_client.langchain import RemoteCheckpointSaver
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 
 class State(TypedDict):
@@ -307,3 +311,15 @@ def test_a_fork_leaves_the_old_branch_as_it_was(client: Client, app_name: str) -
     expected = travel(InMemorySaver())
     assert expected == (["a", "b", "c"], ["a", "x", "b", "c"], ())
     assert travel(RemoteCheckpointSaver(client, app_name=app_name)) == expected
+
+
+def test_the_example_agent_interrupts_resumes_and_forks(server_url: str, app_name: str) -> None:
+    import langgraph_agent
+
+    result = langgraph_agent.main(server_url, app_name=app_name)
+    asked = ["Book me a flight to Lisbon", "I can book TP 1234 to Lisbon at 9:05."]
+    assert result["interrupted_with"] == "Book TP 1234?"
+    assert result["booked"] == [*asked, "Approval: yes", "Booked."]
+    assert result["forked"] == [*asked, "Actually, wait.", "Approval: no", "Cancelled."]
+    assert result["original_branch"] == result["booked"]
+    assert result["context_messages"] >= len(result["booked"])
