@@ -73,7 +73,7 @@ def run() -> list[tuple[str, int, int, int, int]]:
         assert len(reply["events"]) == 20
         measure("get, num_recent_events=0", "GET", f"{base}/big?num_recent_events=0")
         measure("append 600 KB event (to S3)", "POST", f"{base}/big/events", _event("z" * 600_000), 201)
-        # Issue 12's routes on a 20-event chat, its turns saved to long-term memory first.
+        # The state, memo, export and import routes on a 20-event chat, its turns saved to long-term memory first.
         call("POST", base, {"session_id": "chat"})
         turns = [_event(f"I like topic {i}; my sister Rita lives in Porto", id=f"t{i}") for i in range(20)]
         call("POST", f"{base}/chat/events", {"events": turns})

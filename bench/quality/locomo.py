@@ -392,7 +392,7 @@ def sweep() -> list[Variant]:
 
 
 def neighbour_sweep() -> list[Variant]:
-    """Issue 13's recall@10 candidates chosen on tuning: the query's embedding with the named authors as "they"
+    """The recall@10 candidates chosen on tuning: the query's embedding with the named authors as "they"
     (the service's now) against the query as typed, and its neighbouring parameters (dense weight, context
     weight, author boost), each on the service's configuration."""
     out = [

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.quality.locomo_http [--backend embedded|moto] [--only 26,30] [--agent]
 
-Issue 13's goal figure. The real local server is started in a child process as ``make run`` starts it
+The recall figure users meet. The real local server is started in a child process as ``make run`` starts it
 (``python -m local.server``, the ``embedded`` SQLite backend by default, ``--backend moto`` for DynamoDB and S3
 on moto), with the template's settings: auto-save on with the default policy (``AutoSavePolicy`` default, batches
 of up to ``AutoSaveBatchSize`` records). Only the batching window is shortened (``AUTOSAVE_WINDOW_SECONDS``, 300 s

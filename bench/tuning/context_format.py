@@ -1,4 +1,4 @@
-"""Issue 13: how the retrieval context a memory is stored with is written, measured on the TUNING conversations.
+"""How the retrieval context a memory is stored with is written, measured on the TUNING conversations.
 
     .venv/bin/python -m bench.tuning.context_format --cache FILE [--format NAME ...] [--refit]
 

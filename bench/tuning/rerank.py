@@ -1,4 +1,4 @@
-"""Issue 13's recall@10 candidates on LoCoMo, in process over the service's ranking (a scratch harness; tuning).
+"""The recall@10 candidates on LoCoMo, in process over the service's ranking (a scratch harness; tuning).
 
     .venv/bin/python -m bench.tuning.rerank --cache FILE [--static WORDLLAMA.npz] [--fusion-grid | --author-fit]
 
@@ -685,7 +685,7 @@ def trees_fitter(trees: int, depth: int, rate: float, min_leaf: int, on_logistic
 
 
 def nonlinear(tuning: Sequence[Conversation], embedder: CachingEmbedder, cut: float, keep: int, service: bool) -> None:
-    """Issue 13's second session: reorderers of the top 50 beyond the shipped logistic regression, by held-out
+    """Reorderers of the top 50 beyond the shipped logistic regression, by held-out
     recall@10 (one tuning conversation out) on the same rows: the logistic regression standardised, boosted trees
     (numpy, log loss), trees boosted on top of the logistic regression, and the logistic regression trained with
     the tuning conversations' category 5 (adversarial) questions too, which have evidence but are not scored. With

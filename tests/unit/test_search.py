@@ -407,7 +407,7 @@ def test_the_documented_default_cuts_are_the_calibrations() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Signals beyond the words: the author a query names, and "when" questions (issue 13)
+# Signals beyond the words: the author a query names, and "when" questions
 # --------------------------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The query's embedding with the memories' authors named "they" (``SearchConfig.dense_names``, issue 13)."""
+"""The query's embedding with the memories' authors named "they" (``SearchConfig.dense_names``)."""
 
 from __future__ import annotations
 

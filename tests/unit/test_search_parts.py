@@ -1,4 +1,4 @@
-"""The cold search's index work (issue 13): a stored index carries its term order, so that its first search
+"""The cold search's index work: a stored index carries its term order, so that its first search
 gathers a query term's postings instead of sorting every entry; and ``combine`` of parts that share no id
 searches them in place (``_PartedIndex``) instead of merging vocabularies, postings and vectors, with the same
 rankings and scores, to the bit, as the one index built of them."""

@@ -106,7 +106,7 @@ def test_a_search_starts_the_load_and_building_forgetting_or_a_lexical_configura
     assert fresh_loads == {}
     wired = Services(Settings(embedder="minilm"), "memory")
     assert wired.memories is not None
-    # a deletion's forget (delete_events, delete_session) never embeds: it must not load the model (issue 14)
+    # a deletion's forget (delete_events, delete_session) never embeds: it must not load the model
     wired.memories.forget_events(SessionKey("a", "u", "s"), ["e1", "e2"])
     assert fresh_loads == {}
     wired.memories.search(app_name="a", user_id="u", query="cat")

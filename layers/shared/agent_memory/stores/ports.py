@@ -47,7 +47,7 @@ class SessionRecord:
     app_state: dict[str, Any] = field(default_factory=dict)
     summary_event_id: str | None = None  # the newest compaction event
     summary_end_seq: int = 0  # the last seq it covers (the compaction watermark)
-    # Which life of this session id the record belongs to: chosen at create, so that nothing of a deleted
+    # Which life of the session id the record belongs to: chosen at create, so that nothing of a deleted
     # session (events, seq, a compaction in flight) is taken for a re-created one's. "" only in a record built
     # before its session is stored.
     incarnation: str = ""

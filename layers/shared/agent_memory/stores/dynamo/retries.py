@@ -55,7 +55,7 @@ class Budget:
         """Sleep before re-reading a session whose version moved, or raise Conflict past the budget."""
         self._races += 1
         if time.monotonic() > self._race_deadline:
-            raise Conflict("too many concurrent writers on this session; retry the request")
+            raise Conflict("too many concurrent writers on the session; retry the request")
         time.sleep(random.uniform(0, min(0.2, 0.005 * 2**self._races)))
 
     def call(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
@@ -100,7 +100,7 @@ def state_too_large(field: str) -> PayloadTooLarge:
 
 def collection_full() -> PayloadTooLarge:
     return PayloadTooLarge(
-        "this session has reached DynamoDB's 10 GB limit for one session's events (the item collection of its "
+        "the session has reached DynamoDB's 10 GB limit for one session's events (the item collection of its "
         "local secondary indexes); compaction does not free it: start a new session"
     )
 

@@ -1,6 +1,6 @@
 """Creating and deleting sessions: the session item, the user's session count (the quota), tombstones, purges.
 
-A create writes a fresh incarnation (``inc``): nothing of an earlier session under the id (events, seq, a
+A create writes a fresh incarnation (``inc``): nothing of an earlier life of the id (events, seq, a
 compaction in flight, payloads) can be taken for the new one's, and a create whose answer was lost knows its own
 item again. A delete tombstones the session item (``deleting``: reads answer 404, writes fail their condition),
 purges its events and payloads, then removes the item; a retry, or a create under the same id, finishes a delete
@@ -124,7 +124,7 @@ def create_session(table: Table, record: SessionRecord, delta: ScopedDelta) -> t
     actions, put = _create_actions(table, key, record, delta, incarnation)
     while True:
         if try_counted_create(table, actions, record, budget):
-            # Events an earlier session of this id left behind (an import that died after writing them) must not
+            # Events an earlier life of the id left behind (an import that died after writing them) must not
             # show in this one (one Query when there are none).
             purge(table, key, budget, created=True)
             stored = budget.call(get_session, table, key)
@@ -135,13 +135,13 @@ def create_session(table: Table, record: SessionRecord, delta: ScopedDelta) -> t
         if stored is not None:
             if stored.last_seq == 0:
                 # A creation whose answer was lost, or whose purge failed, may have left events of an
-                # earlier session under this id: they must not show in this one (one Query when none).
+                # earlier life of the id: they must not show in the new one (one Query when none).
                 purge(table, key, budget, created=True)
             # Our own incarnation: an earlier attempt of this request created it and its answer was lost.
             return stored, stored.incarnation == incarnation
         existing = table.session_marks(key, budget)
         if existing is not None and "importing" in existing and "deleting" not in existing:
-            # An import is writing this session: it is not there yet, and it is not ours to take.
+            # An import is writing the session: it is not there yet, and it is not ours to take.
             if not stale_import(existing):
                 raise import_under_way(existing)
             delete_session(table, key)  # an import that died: its placeholder and events go
@@ -358,7 +358,7 @@ def purge(table: Table, key: SessionKey, budget: Budget, *, created: bool = Fals
     """Delete the events and payloads of every incarnation of ``key`` but the live one (if any).
 
     ``created``: a create has just stored the live incarnation; with no event in the partition there is
-    nothing of an earlier session to purge (one Query, the usual case). ``payloads`` False: the bucket holds
+    nothing of an earlier life of the id to purge (one Query, the usual case). ``payloads`` False: the bucket holds
     none to delete (a deleted session that never uploaded one, ``NO_PAYLOADS_ATTR``): its events only."""
     started = table.now()
     found = _purge_items(table, key, budget, created=created)
@@ -417,5 +417,5 @@ def import_under_way(marks: dict[str, Any]) -> ServiceUnavailable:
     started = number_attr(marks, "import_started") or 0.0
     wait = max(1, int(started + IMPORT_STALE_S - Table.now()) + 1)
     return ServiceUnavailable(
-        "an import of this session is under way (or failed moments ago); retry after it ends", retry_after=wait
+        "an import of the session is under way (or failed moments ago); retry after it ends", retry_after=wait
     )
