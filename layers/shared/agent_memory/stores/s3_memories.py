@@ -122,9 +122,6 @@ class Manifest:
     def objects(self) -> list[str]:
         return ([self.snapshot] if self.snapshot else []) + self.segments
 
-    def is_empty(self) -> bool:
-        return not (self.snapshot or self.segments or self.pending_delete or self.inline)
-
     def successor(self) -> Manifest:
         """A copy to change and write over this one."""
         return Manifest(
