@@ -1,6 +1,8 @@
 """GET /apps/{app_name}/users/{user_id}/sessions/{session_id}: a session with one page of its events and merged state;
 GET /apps/{app_name}/users/{user_id}/state and GET /apps/{app_name}/state: the user's and the app's state (keys with
 their ``user:`` / ``app:`` prefix; ``{}`` when none, never 404);
+GET …/sessions/{session_id}/events: events by id (``id=``, repeated) or a page of an id prefix's (``id_prefix``,
+``after_id``, ``order``, ``limit``);
 GET …/sessions/{session_id}/export: the whole session as one document (``?format=json|yaml``);
 GET …/sessions/{session_id}/memo: the session's memo.
 
@@ -19,10 +21,14 @@ from agent_memory.service.transfer import SessionTransfer
 
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from agent_memory.edge.requests import (
+        AfterId,
         AfterTimestamp,
         AppName,
+        EventIds,
         EventPageLimit,
         ExportFormat,
+        IdOrder,
+        IdPrefix,
         NextToken,
         NumRecentEvents,
         SessionId,
@@ -46,6 +52,21 @@ def get_session(
         app_name, user_id, session_id, num_recent_events, after_timestamp, limit, next_token
     )
     return json_response(200, session, {"ETag": f'"{session["version"]}"'})
+
+
+@app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/events")
+def get_events(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    id: EventIds = None,
+    id_prefix: IdPrefix = None,
+    after_id: AfterId = None,
+    order: IdOrder = None,
+    limit: EventPageLimit = None,
+) -> Response[str]:
+    answer = services().sessions.get_events(app_name, user_id, session_id, id, id_prefix, after_id, order, limit)
+    return json_response(200, answer)
 
 
 @app.get("/apps/<app_name>/users/<user_id>/state")

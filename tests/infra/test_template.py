@@ -26,6 +26,7 @@ EXPECTED_ROUTES = {
     ("GET", "/apps/{app_name}/state"),
     ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}"),
+    ("GET", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
     ("POST", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"),
     ("DELETE", "/apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}"),

@@ -55,6 +55,8 @@ from .models import (
     CompactResult,
     Context,
     DeleteResult,
+    Event,
+    EventsPage,
     MemoryEntry,
     Profile,
     SaveResult,
@@ -65,6 +67,7 @@ from .models import (
 T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+MAX_IDS = 100  # events named in one read by id: the service's maximum
 MAX_BACKOFF_S = 20.0
 # A Retry-After longer than this is not waited for: the error (with its retry_after) goes to the caller.
 MAX_RETRY_AFTER_S = 60.0
@@ -119,20 +122,24 @@ def path(*segments: str) -> str:
 
 def query(params: Mapping[str, Any]) -> str:
     """A query string in SigV4's canonical form (sorted, every reserved character encoded); None values left out,
-    booleans as ``true``/``false``, datetimes as seconds since the epoch."""
+    booleans as ``true``/``false``, datetimes as seconds since the epoch, a list as the parameter repeated."""
     pairs = []
     for key in sorted(params):
         value = params[key]
         if value is None:
             continue
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, datetime):  # a naive datetime is taken as local time, as datetime.timestamp() does
-            text = repr(value.timestamp())
-        else:
-            text = str(value)
-        pairs.append(f"{quote(key, safe='-_.~')}={quote(text, safe='-_.~')}")
+        # A list is the parameter repeated, its values sorted as the canonical form sorts them.
+        for item in sorted(map(_query_text, value)) if isinstance(value, (list, tuple)) else [_query_text(value)]:
+            pairs.append(f"{quote(key, safe='-_.~')}={quote(item, safe='-_.~')}")
     return "&".join(pairs)
+
+
+def _query_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):  # a naive datetime is taken as local time, as datetime.timestamp() does
+        return repr(value.timestamp())
+    return str(value)
 
 
 def dump_json(value: Any) -> bytes:
@@ -353,6 +360,41 @@ class Core:
             events.extend(page.events)
             token = page.next_token
         return first.model_copy(update={"events": events, "next_token": None})
+
+    def get_events(self, app_name: str, user_id: str, session_id: str, ids: Iterable[str]) -> Flow[list[Event]]:
+        route = path("apps", app_name, "users", user_id, "sessions", session_id, "events")
+        wanted = list(dict.fromkeys(ids))
+        found: dict[str, Event] = {}
+        for start in range(0, len(wanted), MAX_IDS):
+            left = wanted[start : start + MAX_IDS]
+            while left:
+                response = yield from self.exchange(Call("GET", route, query({"id": left})))
+                page = EventsPage.model_validate(self.json(response))
+                found.update((str(event.id), event) for event in page.events)
+                # Ids the response cap left unread are asked again; an answer that brought none cannot loop.
+                left = list(page.unread) if page.events else []
+        return [found[i] for i in wanted if i in found]
+
+    def events_page(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        id_prefix: str = "",
+        after_id: str | None = None,
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> Flow[EventsPage]:
+        route = path("apps", app_name, "users", user_id, "sessions", session_id, "events")
+        params = {
+            "id_prefix": id_prefix,
+            "after_id": after_id,
+            "order": "desc" if descending else None,
+            "limit": limit,
+        }
+        response = yield from self.exchange(Call("GET", route, query(params)))
+        return EventsPage.model_validate(self.json(response))
 
     def list_sessions(
         self, app_name: str, user_id: str | None = None, *, limit: int | None = None, next_token: str | None = None

@@ -24,6 +24,8 @@ from .models import (
     CompactResult,
     Context,
     DeleteResult,
+    Event,
+    EventsPage,
     MemoryEntry,
     Profile,
     SaveResult,
@@ -187,6 +189,37 @@ class Client(_Base):
                 limit=limit,
                 next_token=next_token,
                 all_pages=all_pages,
+            )
+        )
+
+    def get_events(self, app_name: str, user_id: str, session_id: str, ids: Iterable[str]) -> list[Event]:
+        """The session's events with these ids, in the order given (an id it does not hold is left out): a read
+        of about those events, whatever the session holds. Raises ``NotFound`` when there is no session."""
+        return self._run(self._core.get_events(app_name, user_id, session_id, ids))
+
+    def events_page(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        id_prefix: str = "",
+        after_id: str | None = None,
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> EventsPage:
+        """One page of the session's events whose id starts with ``id_prefix``, in id order (``descending``:
+        greatest first), after ``after_id``; ``limit`` 1-1000 (default 100). Pass the page's ``next_after_id`` as
+        ``after_id`` for the next page."""
+        return self._run(
+            self._core.events_page(
+                app_name,
+                user_id,
+                session_id,
+                id_prefix=id_prefix,
+                after_id=after_id,
+                descending=descending,
+                limit=limit,
             )
         )
 
@@ -520,6 +553,34 @@ class AsyncClient(_Base):
                 limit=limit,
                 next_token=next_token,
                 all_pages=all_pages,
+            )
+        )
+
+    async def get_events(self, app_name: str, user_id: str, session_id: str, ids: Iterable[str]) -> list[Event]:
+        """See ``Client.get_events``."""
+        return await self._run(self._core.get_events(app_name, user_id, session_id, ids))
+
+    async def events_page(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        id_prefix: str = "",
+        after_id: str | None = None,
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> EventsPage:
+        """See ``Client.events_page``."""
+        return await self._run(
+            self._core.events_page(
+                app_name,
+                user_id,
+                session_id,
+                id_prefix=id_prefix,
+                after_id=after_id,
+                descending=descending,
+                limit=limit,
             )
         )
 

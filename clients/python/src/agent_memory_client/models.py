@@ -131,6 +131,15 @@ class Session(_Model):
     created: bool | None = None
 
 
+class EventsPage(_Model):
+    """Events read by id (``Client.get_events``) or one page of an id prefix's (``Client.events_page``), in id
+    order; ``next_after_id`` (None on the last page) is the ``after_id`` of the next page."""
+
+    events: list[Event] = Field(default_factory=list)
+    next_after_id: str | None = None
+    unread: list[str] = Field(default_factory=list)
+
+
 class SessionPage(_Model):
     """One page of a listing; ``next_token`` (None on the last page) asks for the next."""
 

@@ -364,6 +364,20 @@ class MemoRequest(_Request):
 
 # --- deleting events (DELETE …/events/{event_id}, DELETE …/events) -------------------------------------------
 EventId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description=f"an event of the session: {_ID}")]
+EventIds = Annotated[
+    list[Utf8Str] | None,
+    Query(description=f"an event to read, by id; repeat the parameter for more (at most {MAX_BATCH})"),
+]
+IdPrefix = Annotated[
+    Utf8Str | None,
+    Query(max_length=128, description="read the events whose id starts with this, in id order (empty: every event)"),
+]
+AfterId = Annotated[
+    Utf8Str | None, Query(max_length=128, description="a prefix read's page starts after this id, in its order")
+]
+IdOrder = Annotated[
+    Utf8Str | None, Query(max_length=MAX_PARAMETER_CHARS, description="`asc` (default) or `desc`: by id")
+]
 BeforeSeq = Annotated[
     QueryInt | None,
     Query(ge=1, description="rewind: delete the events with `seq` >= this (and their tool partners); digits only"),

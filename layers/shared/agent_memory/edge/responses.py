@@ -47,6 +47,21 @@ class Session(_Response):
     created: bool | None = Field(default=None, description="create only: true when this request created it")
 
 
+class EventsById(_Response):
+    """Events read by id: the named ones in the order named, or one page of a prefix's in id order."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    events: list[Event]
+    next_after_id: str | None = Field(
+        default=None, description="prefix reads: the `after_id` of the next page; null on the last page"
+    )
+    unread: list[str] | None = Field(
+        default=None, description="named reads: ids held but left out to keep the answer under the response cap"
+    )
+
+
 class SessionSummary(_Response):
     """A session in a listing: no events."""
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``
     from aws_lambda_powertools.event_handler.openapi.params import Body
 
     from .requests import (
+        AfterId,
         AfterTimestamp,
         AppendRequest,
         AppName,
@@ -32,9 +33,12 @@ if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``
         ContextRequest,
         CreateSessionRequest,
         EventId,
+        EventIds,
         EventPageLimit,
         ExportFormat,
         Flag,
+        IdOrder,
+        IdPrefix,
         IfMatch,
         IfNoneMatch,
         ImportSessionId,
@@ -130,6 +134,18 @@ def get_session(
     after_timestamp: AfterTimestamp = None,
     limit: EventPageLimit = None,
     next_token: NextToken = None,
+) -> None: ...
+
+
+def get_events(
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    id: EventIds = None,
+    id_prefix: IdPrefix = None,
+    after_id: AfterId = None,
+    order: IdOrder = None,
+    limit: EventPageLimit = None,
 ) -> None: ...
 
 
@@ -311,6 +327,15 @@ ROUTES: tuple[Route, ...] = (
         {200: "Session"},
         errors=(404,),
         headers={200: _ETAG},
+    ),
+    Route(
+        "GET",
+        _SESSION + "/events",
+        "GetSessionFunction",
+        get_events,
+        "Read events by id: the ones named, or a page of those whose id starts with a prefix, in id order",
+        {200: "EventsById"},
+        errors=(404,),
     ),
     Route("DELETE", _SESSION, "DeleteSessionFunction", delete_session, "Delete a session", {204: None}),
     Route(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from ..stores.ports import (
     DeletionRaced,
     EventPublisher,
     EventQuery,
+    IdQuery,
     NewEvent,
     SessionKey,
     SessionRecord,
@@ -77,6 +79,8 @@ class AppendedEvent(Protocol):
 
 
 logger = logging.getLogger(__name__)
+# What an id prefix may hold: an event id's characters (policy/identifiers.py), any number of them.
+_ID_CHARS = re.compile(r"[A-Za-z0-9._:@-]*")
 
 DEFAULT_PAGE = 20
 # A deletion planned on events that moved before it committed is planned again, at most this often.
@@ -268,6 +272,67 @@ class SessionService:
                 num_recent=num_recent_events if next_token is None else cursor.num_recent,
             )
             data["next_token"] = encode_event_token(app_name, user_id, session_id, _incarnation(record), last)
+        return data
+
+    def get_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        ids: Sequence[str] | None = None,
+        id_prefix: str | None = None,
+        after_id: str | None = None,
+        order: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Events by id: those ``ids`` names (at most MAX_BATCH, answered in that order; an id the session does not
+        hold is left out), or one page of those whose id starts with ``id_prefix`` (none: every event) in id order
+        (``order`` ``asc``, the default, or ``desc``), after ``after_id`` in that order, at most ``limit`` (1 to
+        MAX_EVENT_PAGE, default MAX_BATCH). A page cut by ``limit`` or the response cap answers ``next_after_id``
+        (the ``after_id`` of the next page; null on the last); a named read the cap cut answers the ids it left
+        unread in ``unread``. Reads about the events it answers, whatever the session holds."""
+        key = self._key(app_name, user_id, session_id)
+        wanted = list(ids or [])
+        if wanted and (id_prefix is not None or after_id is not None or order is not None):
+            raise InvalidInput("id names events: id_prefix, after_id and order page a prefix instead", field="id")
+        if len(wanted) > MAX_BATCH:
+            raise InvalidInput(f"at most {MAX_BATCH} ids", field="id")
+        for event_id in wanted:
+            validate_identifier(event_id, "id")
+        if id_prefix is not None and (len(id_prefix) > 128 or not _ID_CHARS.fullmatch(id_prefix)):
+            raise InvalidInput("id_prefix must be at most 128 characters of [A-Za-z0-9._:@-]", field="id_prefix")
+        if after_id is not None:
+            validate_identifier(after_id, "after_id")
+        if order not in (None, "asc", "desc"):
+            raise InvalidInput("order must be asc or desc", field="order")
+        if limit is not None and not 1 <= limit <= MAX_EVENT_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_EVENT_PAGE}", field="limit")
+        record = self.store.get_session(key)
+        if record is None:
+            raise SessionNotFound(session_id)
+        page_size = MAX_BATCH if limit is None else limit
+        query = IdQuery(
+            ids=tuple(wanted),
+            prefix=id_prefix or "",
+            after_id=after_id,
+            descending=order == "desc",
+            # One more than the page: tells whether more remain without another read.
+            limit=None if wanted else page_size + 1,
+            max_bytes=RESPONSE_CAP,
+            verbatim=True,
+            marks=marks_of(record),
+        )
+        events = self.store.read_events_by_id(key, query)
+        data: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+        room = RESPONSE_CAP - wire_size(dumps(data | {"events": [], "next_after_id": "x" * 128, "unread": wanted}))
+        page, more = _fit(events, None if wanted else page_size, room)
+        data["events"] = page
+        if wanted:
+            answered = {str(e.get("id")) for e in page}
+            read = {str(e.get("id")) for e in events}
+            data["unread"] = [i for i in dict.fromkeys(wanted) if i in read and i not in answered]
+        else:
+            data["next_after_id"] = str(page[-1]["id"]) if more and page else None
         return data
 
     def list_sessions(

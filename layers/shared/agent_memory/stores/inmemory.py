@@ -24,6 +24,7 @@ from .ports import (
     Deletion,
     DeletionRaced,
     EventQuery,
+    IdQuery,
     IndexedRecords,
     MemoryRecord,
     NewEvent,
@@ -34,6 +35,7 @@ from .ports import (
     Tail,
     TailNeed,
     UserCursor,
+    id_order,
     in_ranges,
     same_event,
     tail_query,
@@ -305,6 +307,12 @@ class InMemorySessionStore:
                         events = events[:count]
                         break
             return copy.deepcopy(events)
+
+    def read_events_by_id(self, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+        with self._lock:
+            hidden = self._hidden.get(key, [])
+            events = [e for e in self._events.get(key, {}).values() if not in_ranges(e["seq"], hidden)]
+            return copy.deepcopy(id_order(events, query))
 
     def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
         tail_query(query)

@@ -13,6 +13,7 @@ from ..policy.paging import AppCursor as AppCursor
 from ..policy.paging import UserCursor as UserCursor
 from ..policy.state import ScopedDelta
 from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..wire.jsonio import event_size
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,54 @@ SeqRange = tuple[int, int]  # seqs lo..hi, both included
 
 
 @dataclass(frozen=True)
+class IdQuery:
+    """Events selected by their ids rather than their seqs: those named in ``ids`` (read back in that order; an id
+    no event has is left out), or else those whose id starts with ``prefix`` ("" for every event), in id order
+    (``descending``: greatest id first) and after ``after_id`` in that order. Either way at most ``limit`` events,
+    stopping after the event that brings the events read to ``max_bytes`` (``jsonio.event_size``), so at least one
+    comes back. A read by prefix reads about as many items as it returns.
+
+    ``verbatim`` and ``marks``: as ``EventQuery``'s (a deletion committed during the read makes it start again;
+    an event of a deletion not purged yet is never read)."""
+
+    ids: tuple[str, ...] = ()
+    prefix: str = ""
+    after_id: str | None = None
+    descending: bool = False
+    limit: int | None = None
+    max_bytes: int | None = None
+    verbatim: bool = False
+    marks: tuple[int, tuple[tuple[int, int], ...]] | None = None
+
+
+
+def id_order(events: list[dict[str, Any]], query: IdQuery) -> list[dict[str, Any]]:
+    """``events`` (the candidates a store read, in any order) as ``query`` selects and orders them: the named ids
+    in their order, or the prefix's in id order after ``after_id``; then cut at ``limit`` and ``max_bytes``."""
+    if query.ids:
+        by_id = {str(e.get("id")): e for e in events}
+        chosen = [by_id[i] for i in dict.fromkeys(query.ids) if i in by_id]
+    else:
+        chosen = sorted(
+            (e for e in events if str(e.get("id", "")).startswith(query.prefix)),
+            key=lambda e: str(e.get("id")),
+            reverse=query.descending,
+        )
+        if query.after_id is not None:
+            after = query.after_id
+            chosen = [e for e in chosen if (str(e["id"]) < after if query.descending else str(e["id"]) > after)]
+    if query.limit is not None:
+        chosen = chosen[: query.limit]
+    if query.max_bytes is not None:
+        size = 0
+        for count, event in enumerate(chosen, 1):
+            size += event_size(event)
+            if size >= query.max_bytes:
+                return chosen[:count]
+    return chosen
+
+
+@dataclass(frozen=True)
 class Tail:
     """What ``read_tail`` read: the newest events of a selection, oldest first, and how many events of the selection
     are older than them (not read). ``older`` is 0 when the read reached the selection's oldest event; otherwise it
@@ -277,6 +326,11 @@ class SessionStore(Protocol):
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         """Events oldest first (by seq), as ``query`` selects them. Never fails on what is stored: an event whose
         stored form does not read comes back as a marker event (``error_code`` ``unreadable_event``)."""
+        ...
+
+    def read_events_by_id(self, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+        """Events as ``query`` selects them by id (named, or by id prefix in id order), as consistent as
+        ``read_events``; none when the session does not exist. Never fails on what is stored (marker events)."""
         ...
 
     def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:

@@ -12,9 +12,10 @@ from typing import Any
 from ...errors import ServiceUnavailable
 from ...limits import MAX_SEQ
 from ...wire.jsonio import event_size
-from ..ports import EventQuery, SeqRange, SessionKey, Tail, TailNeed, in_ranges, tail_query
+from ..ports import EventQuery, IdQuery, SeqRange, SessionKey, Tail, TailNeed, id_order, in_ranges, tail_query
 from .items import TimeOrder, event_ts, hidden_ranges, visible_segments
-from .keys import QUERY_LIMIT_MAX, TIME_MAX_ATTR, TIME_SKEW_ATTR, N, events_pk, whole_attr
+from .keys import QUERY_LIMIT_MAX, TIME_MAX_ATTR, TIME_SKEW_ATTR, N, S, events_pk, whole_attr
+from .retries import Budget
 from .table import Table, by_seq
 
 # A paged read of the newest N events reads them newest first in one query when N is at most this (items in
@@ -73,6 +74,65 @@ def read_events(table: Table, key: SessionKey, query: EventQuery) -> list[dict[s
         if query.unchecked or deletion_marks(table, key, counter_only=True)[0] == deletions:
             return events
     raise ServiceUnavailable("the session's events kept being deleted while they were read; retry", retry_after=1)
+
+
+def read_events_by_id(table: Table, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+    """Named events by BatchGetItem on their keys (``V#{id}``), a prefix's by a Query of the session's partition
+    between ``V#{prefix}`` and the end of its range, in the query's direction; between two reads of the deletion
+    marks, as ``read_events``."""
+    if query.limit == 0:
+        return []
+    known = query.marks
+    for _ in range(_READ_ATTEMPTS):
+        deletions, hidden = (known[0], list(known[1])) if known is not None else deletion_marks(table, key)
+        known = None
+        events = _read_by_id(table, key, query, hidden)
+        if deletion_marks(table, key, counter_only=True)[0] == deletions:
+            return events
+    raise ServiceUnavailable("the session's events kept being deleted while they were read; retry", retry_after=1)
+
+
+# Greater than every character an event id may hold ([A-Za-z0-9._:@-]); "," is less than all of them.
+_PAST_ID_CHARS = "~"
+_BEFORE_ID_CHARS = ","
+
+
+def _read_by_id(table: Table, key: SessionKey, query: IdQuery, hidden: list[SeqRange]) -> list[dict[str, Any]]:
+    def visible(item: dict[str, Any]) -> bool:
+        return not in_ranges(whole_attr(item, "seq"), hidden)
+
+    if query.ids:
+        stored = table.stored_items(key, list(dict.fromkeys(query.ids)), Budget())
+        events = [table.read_event(item, verbatim=query.verbatim) for item in stored.values() if visible(item)]
+        return id_order(events, query)
+    low, high = "V#" + query.prefix, "V#" + query.prefix + _PAST_ID_CHARS
+    if query.after_id is not None:
+        # Strictly after after_id in the query's order; no id holds a "," (a range's inclusive bound).
+        if query.descending:
+            high = min(high, "V#" + query.after_id)
+        else:
+            low = max(low, "V#" + query.after_id + _BEFORE_ID_CHARS)
+    if low > high:
+        return []
+    params: dict[str, Any] = {
+        "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {":pk": S(events_pk(key)), ":lo": S(low), ":hi": S(high)},
+        "ScanIndexForward": not query.descending,
+    }
+    page = _Page(table, EventQuery(limit=query.limit, max_bytes=query.max_bytes, verbatim=query.verbatim))
+    while True:
+        if query.limit is not None:
+            # One more than the page needs: a descending range includes after_id itself, dropped here.
+            params["Limit"] = min(query.limit - len(page.events) + 1, QUERY_LIMIT_MAX)
+        response = table.db.query(TableName=table.name, ConsistentRead=True, **params)
+        page_items = [
+            item
+            for item in response.get("Items", [])
+            if visible(item) and item["SK"]["S"] != "V#" + (query.after_id or "")
+        ]
+        if page.take(page_items) or "LastEvaluatedKey" not in response:
+            return page.events
+        params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
 def _read_visible(table: Table, key: SessionKey, query: EventQuery, hidden: list[SeqRange]) -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ from ..ports import (
     DeleteResult,
     Deletion,
     EventQuery,
+    IdQuery,
     NewEvent,
     SeqRange,
     SessionKey,
@@ -144,6 +145,9 @@ class DynamoSessionStore:
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         return reads.read_events(self._table, key, query)
+
+    def read_events_by_id(self, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+        return reads.read_events_by_id(self._table, key, query)
 
     def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
         return reads.read_tail(self._table, key, query, need)

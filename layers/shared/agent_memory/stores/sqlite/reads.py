@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...limits import MAX_SEQ
 from ...wire.jsonio import event_size
-from ..ports import EventQuery, SessionKey, Tail, TailNeed, tail_query
+from ..ports import EventQuery, IdQuery, SessionKey, Tail, TailNeed, id_order, tail_query
 from .rows import bounded, read_stored_event
 from .sessions import session_id
 
@@ -54,6 +54,50 @@ def read_events(db: SqliteDatabase, key: SessionKey, query: EventQuery) -> list[
             page.append(event)
             if query.limit is not None and len(page) >= query.limit:
                 break
+            if query.max_bytes is not None:
+                size += event_size(event)
+                if size >= query.max_bytes:
+                    break
+        return page
+
+
+# Greater than every character an event id may hold ([A-Za-z0-9._:@-]): the end of a prefix's range of ids.
+_PAST_ID_CHARS = "~"
+
+
+def read_events_by_id(db: SqliteDatabase, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+    """Named events (one ``IN`` on the (session, event_id) index), or a range of that index for a prefix, read in
+    the query's order and stopping at its end."""
+    if query.limit == 0:
+        return []
+    with db.read() as conn:
+        session = session_id(conn, key)
+        if session is None:
+            return []
+        if query.ids:
+            wanted = list(dict.fromkeys(query.ids))
+            rows = conn.execute(
+                f"SELECT event_id, seq, ts, body FROM events WHERE session = ? AND event_id IN "
+                f"({', '.join('?' * len(wanted))})",
+                [session, *wanted],
+            ).fetchall()
+            events = [read_stored_event(*row, verbatim=query.verbatim) for row in rows]
+            return id_order(events, query)
+        where = "session = ? AND event_id >= ? AND event_id < ?"
+        params: list[Any] = [session, query.prefix, query.prefix + _PAST_ID_CHARS]
+        if query.after_id is not None:
+            where += " AND event_id < ?" if query.descending else " AND event_id > ?"
+            params.append(query.after_id)
+        sql = f"SELECT event_id, seq, ts, body FROM events WHERE {where} ORDER BY event_id"
+        sql += " DESC" if query.descending else ""
+        if query.limit is not None:
+            sql += " LIMIT ?"
+            params.append(query.limit)
+        page: list[dict[str, Any]] = []
+        size = 0
+        for row in conn.execute(sql, params):
+            event = read_stored_event(*row, verbatim=query.verbatim)
+            page.append(event)
             if query.max_bytes is not None:
                 size += event_size(event)
                 if size >= query.max_bytes:

@@ -17,6 +17,7 @@ from ..ports import (
     DeleteResult,
     Deletion,
     EventQuery,
+    IdQuery,
     NewEvent,
     SeqRange,
     SessionKey,
@@ -92,6 +93,9 @@ class SqliteSessionStore:
 
     def read_events(self, key: SessionKey, query: EventQuery) -> list[dict[str, Any]]:
         return reads.read_events(self._db, key, query)
+
+    def read_events_by_id(self, key: SessionKey, query: IdQuery) -> list[dict[str, Any]]:
+        return reads.read_events_by_id(self._db, key, query)
 
     def read_tail(self, key: SessionKey, query: EventQuery, need: TailNeed) -> Tail:
         return reads.read_tail(self._db, key, query, need)
