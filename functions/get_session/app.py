@@ -22,6 +22,7 @@ from agent_memory.service.transfer import SessionTransfer
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from agent_memory.edge.requests import (
         AfterId,
+        AfterSummary,
         AfterTimestamp,
         AppName,
         EventIds,
@@ -47,9 +48,10 @@ def get_session(
     after_timestamp: AfterTimestamp = None,
     limit: EventPageLimit = None,
     next_token: NextToken = None,
+    after_summary: AfterSummary = False,
 ) -> Response[str]:
     session = services().sessions.get_session(
-        app_name, user_id, session_id, num_recent_events, after_timestamp, limit, next_token
+        app_name, user_id, session_id, num_recent_events, after_timestamp, limit, next_token, after_summary
     )
     return json_response(200, session, {"ETag": f'"{session["version"]}"'})
 

@@ -61,3 +61,25 @@ def test_bad_parameters_answer_400_naming_the_parameter(api: Api, query: str, fi
 def test_a_missing_session_answers_404(api: Api) -> None:
     reply = get(api, "id=a")
     assert reply.status == 404 and reply.error["code"] == "session_not_found"
+
+
+def test_after_summary_reads_the_summary_and_what_follows_what_it_covers(api: Api) -> None:
+    assert api.create(session_id="long").status == 201
+    for start in range(0, 60, 20):
+        batch = [text_event(f"turn {i}", id=f"t{i:02}") for i in range(start, start + 20)]
+        assert api.append("long", {"events": batch}).status == 201
+    # No summary yet: the whole session.
+    assert len(api.get("long", after_summary="true").body["events"]) == 60
+    assert api.request("POST", "/apps/app/users/alice/sessions/long/compact").body["compacted"] is True
+    whole = api.get("long").body["events"]
+    summary = next(e for e in whole if (e.get("actions") or {}).get("compaction"))
+    covered_end = max(
+        e["seq"]
+        for e in whole
+        if e["timestamp"] <= summary["actions"]["compaction"]["end_timestamp"] and e is not summary
+    )
+    assert api.append("long", text_event("after", id="after")).status == 201
+    window = api.get("long", after_summary="true").body
+    assert [e["id"] for e in window["events"]] == [e["id"] for e in whole if e["seq"] > covered_end] + ["after"]
+    assert window["events"][0]["id"].startswith("t") and summary["id"] in [e["id"] for e in window["events"]]
+    assert len(window["events"]) < 20 and api.get("long", after_summary="maybe").status == 400

@@ -53,7 +53,7 @@ def test_compact_stores_a_compaction_event(
     event = outcome.event
     assert event is not None
     assert event["seq"] == 9
-    assert event["author"] == "system"
+    assert event["author"] == "user"  # as ADK's summarizer writes it (never an unknown agent to ADK)
     assert event["timestamp"] == NOW
     compaction = event["actions"]["compaction"]
     assert compaction["start_timestamp"] == 1000.0  # the first covered event

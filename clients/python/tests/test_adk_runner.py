@@ -123,7 +123,10 @@ async def test_an_invocation_spanning_a_server_compaction_completes(server_url: 
         replies += await adk_agent.ask(runner, "u1", session.id, "Where were we?")
         prompt = [p.text or "" for c in model.requests[0].contents for p in c.parts or []]
 
-        stored = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+        stored = await RemoteSessionService(client, window=False).get_session(
+            app_name=app_name, user_id="u1", session_id=session.id
+        )
+        window = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
     assert compactions == [True]
     assert replies == ["All tidy.", "Lisbon it is."]
     assert prompt[-1] == "Where were we?" and sum("turn 0:" in text for text in prompt) == 1
@@ -131,6 +134,76 @@ async def test_an_invocation_spanning_a_server_compaction_completes(server_url: 
     kinds = ["compaction" if e.actions.compaction else e.author for e in stored.events[12:]]
     # The user's message and the call before the compaction, the tool's answer and the reply after it.
     assert kinds == ["user", "assistant", "compaction", "assistant", "assistant", "user", "assistant"]
+    # What a turn reads: the summary and what follows the events it covers, never the turns it replaced.
+    assert window is not None and [e.id for e in window.events] == [
+        e.id for e in stored.events if e.actions.compaction or (e.timestamp > _covered_until(stored))
+    ]
+    assert not any("turn 0:" in (p.text or "") for e in window.events if e.content for p in e.content.parts or [])
+
+
+def _covered_until(session: Session) -> float:
+    ends = [e.actions.compaction.end_timestamp for e in session.events if e.actions.compaction]
+    return max(ends) if ends else float("-inf")
+
+
+def _texts(request: Any) -> list[str]:
+    return [p.text or "" for c in request.contents for p in c.parts or []]
+
+
+async def test_a_turn_reads_the_window_and_a_rewind_never_reaches_the_model(server_url: str, app_name: str) -> None:
+    """ADK's Runner on a long session reads the newest summary and what follows it (not the history), and after
+    ``rewind_async`` no model request, and no summary made later, holds a rewound turn; the state is rewound as
+    InMemorySessionService rewinds it."""
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.genai import types
+
+    async def scenario(service: BaseSessionService, client: AsyncClient | None) -> tuple[list[str], dict[str, Any]]:
+        session = await service.create_session(app_name=app_name, user_id="u1")
+        invocations: list[str] = []
+        for turn in range(10):
+            runner = Runner(
+                app_name=app_name,
+                agent=LlmAgent(name="assistant", model=adk_agent.ScriptedModel(script=[types.Part(text=f"ok {turn}")])),
+                session_service=service,
+            )
+            text = f"fact {turn}: the code word is word{turn}, long enough to be worth summarising"
+            await adk_agent.ask(runner, "u1", session.id, text)
+            got = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+            assert got is not None
+            invocations.append(next(e.invocation_id for e in reversed(got.events) if e.author == "user"))
+        if client is not None:  # the summary covers turns 0-4 (the newest 10 events stay raw)
+            assert (await client.compact(app_name, "u1", session.id)).compacted
+        runner = Runner(
+            app_name=app_name,
+            agent=LlmAgent(name="assistant", model=adk_agent.ScriptedModel(script=[])),
+            session_service=service,
+        )
+        await runner.rewind_async(user_id="u1", session_id=session.id, rewind_before_invocation_id=invocations[3])
+        model = adk_agent.ScriptedModel(script=[types.Part(text="after the rewind")])
+        runner = Runner(app_name=app_name, agent=LlmAgent(name="assistant", model=model), session_service=service)
+        await adk_agent.ask(runner, "u1", session.id, "What do you know?")
+        got = await service.get_session(app_name=app_name, user_id="u1", session_id=session.id)
+        assert got is not None
+        return _texts(model.requests[0]), dict(got.state)
+
+    expected_prompt, expected_state = await scenario(InMemorySessionService(), None)
+    async with AsyncClient(server_url) as client:
+        prompt, state = await scenario(RemoteSessionService(client), client)
+        # A compaction after the rewind: its summary covers what is left, never the rewound turn.
+        sid = (await client.list_sessions(app_name, "u1")).sessions[-1].id
+        await client.compact(app_name, "u1", sid)
+        full = await client.get_session(app_name, "u1", sid)
+    rewound = [f"word{turn}" for turn in range(3, 10)]
+    assert not any(word in text for text in expected_prompt for word in rewound)
+    assert not any(word in text for text in prompt for word in rewound)
+    assert any("word2" in text for text in prompt) and any("word2" in text for text in expected_prompt)
+    assert prompt[-1] == expected_prompt[-1] == "What do you know?"
+    assert state == expected_state
+    # The summary that covered turns 3 and 4 went with them; nothing stored holds a rewound turn.
+    stored = [p.text or "" for e in full.events if e.content for p in e.content.parts or []]
+    stored += [p.text or "" for e in full.events if e.actions and e.actions.compaction
+               for p in e.actions.compaction.compacted_content.parts or []]  # fmt: skip
+    assert not any(word in text for text in stored for word in rewound)
 
 
 def test_the_synchronous_runner_takes_turn_after_turn(server_url: str, app_name: str) -> None:

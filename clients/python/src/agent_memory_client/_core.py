@@ -338,6 +338,7 @@ class Core:
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,
+        after_summary: bool = False,
     ) -> Flow[Session]:
         route = path("apps", app_name, "users", user_id, "sessions", session_id)
         params = {
@@ -345,6 +346,7 @@ class Core:
             "after_timestamp": after_timestamp,
             "limit": limit,
             "next_token": next_token,
+            "after_summary": True if after_summary else None,
         }
         first = self.session((yield from self.exchange(Call("GET", route, query(params)))))
         if not all_pages or first.next_token is None:

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
+from types import FrameType
 from typing import Any
 
 import google.adk.errors as _adk_errors
@@ -44,7 +46,7 @@ from pydantic_core import to_jsonable_python
 
 from . import AsyncClient
 from . import models as wire
-from .errors import AlreadyExists, NotFound, PreconditionFailed
+from .errors import AlreadyExists, EventNotFound, NotFound, PreconditionFailed
 
 __all__ = ["RemoteMemoryService", "RemoteSessionService"]
 
@@ -154,16 +156,38 @@ def _adk_session(remote: wire.Session) -> Session:
     return session
 
 
+def _in_rewind() -> bool:
+    """Whether ADK's ``Runner.rewind_async`` asks (it reads the session as every turn does, and then replays state
+    deltas from the start of the history, so it needs every event, not the window)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "rewind_async":
+            return True
+        frame = frame.f_back
+    return False
+
+
 class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
     """ADK's ``BaseSessionService`` over the agent memory API.
 
     ``client``: an :class:`~agent_memory_client.AsyncClient` (closed by its owner); or ``base_url`` and the
     client's options (``auth``, ``timeout``, ``max_retries``, ...), and this service owns the client it builds
-    (``await service.close()``, or ``async with``).
+    (``await service.close()``, or ``async with``). ``window``: ``get_session`` without filters reads the newest
+    summary and what follows it (ADK applies the summary as its own compaction event), not the whole history.
     """
 
-    def __init__(self, client: AsyncClient | None = None, *, base_url: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        client: AsyncClient | None = None,
+        *,
+        base_url: str | None = None,
+        window: bool = True,
+        **options: Any,
+    ) -> None:
         self._client, self._owns_client = _client(client, base_url, options)
+        self.window = window
 
     async def close(self) -> None:
         """Close the HTTP client if this service built it."""
@@ -209,14 +233,20 @@ class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        """The session with its events (all of them, or as ``config`` filters them), or None."""
+        """The session with its events, or None. Without ``config`` filters (what ADK's Runner asks every turn):
+        the newest summary, as ADK's own compaction event, and the events after what it covers, so a turn reads as
+        much at 10,000 events as at 30 (``window=False``, or for ``Runner.rewind_async``, which replays state from
+        the start: every event); with them, as ``config`` filters."""
+        num_recent = config.num_recent_events if config else None
+        after = config.after_timestamp if config else None
         try:
             remote = await self._client.get_session(
                 app_name,
                 user_id,
                 session_id.strip(),
-                num_recent_events=config.num_recent_events if config else None,
-                after_timestamp=config.after_timestamp if config else None,
+                num_recent_events=num_recent,
+                after_timestamp=after,
+                after_summary=self.window and num_recent is None and after is None and not _in_rewind(),
             )
         except NotFound:
             return None
@@ -268,6 +298,9 @@ class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
                     session.state[key] = value
             event.actions.state_delta = {k: v for k, v in delta.items() if not k.startswith(TEMP_PREFIX)}
         marker = getattr(session, _MARKER, None)
+        rewind = event.actions.rewind_before_invocation_id if event.actions else None
+        if rewind:
+            marker = await self._rewind(session, str(rewind), marker)
         try:
             result = await self._client.append_event(
                 session.app_name,
@@ -290,6 +323,27 @@ class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
             session.state.update(event.actions.state_delta)
         session.events.append(event)
         return event
+
+    async def _rewind(self, session: Session, invocation_id: str, marker: str | None) -> str | None:
+        """Delete the events a rewind event drops (from the first event of ``invocation_id`` on), as the service's
+        rewind does: so neither the context route, a compaction summary nor long-term memory keeps a rewound turn,
+        and a summary that covered one is rebuilt from what is left. ADK reads the same live events as from its
+        in-memory service (it drops a rewind event whose invocation is gone). Answers the version to append at."""
+        try:
+            cleared = await self._client.rewind(
+                session.app_name,
+                session.user_id,
+                session.id,
+                before_invocation_id=invocation_id,
+                if_match=int(marker) if marker is not None else None,
+            )
+        except PreconditionFailed as exc:
+            raise StaleSessionError(_STALE_MESSAGE) from exc
+        except EventNotFound:
+            return marker  # no event of the invocation is stored (a retry, or a rewind of nothing): nothing to drop
+        except NotFound as exc:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from exc
+        return marker if cleared.version is None else str(cleared.version)
 
 
 def _text(content: types.Content | None) -> str:

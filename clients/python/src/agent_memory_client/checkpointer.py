@@ -44,6 +44,15 @@ from langgraph.checkpoint.base import (
 
 from . import AsyncClient, Client
 from .errors import EventIdConflict, NotFound
+
+try:
+    from langgraph.checkpoint.base import writes_sort_key
+except ImportError:  # langgraph-checkpoint before 4: the order LangGraph applies a super-step's writes in
+
+    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
+        return (task_path, task_id, idx)
+
+
 from .langchain import (
     _LANGCHAIN,
     _LANGGRAPH,
@@ -55,7 +64,6 @@ from .langchain import (
     _typed,
     _untyped,
     message_to_event,
-    writes_sort_key,
 )
 
 __all__ = ["RemoteCheckpointSaver"]
@@ -638,7 +646,7 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
                     missing -= {ch for ch, v in own.items() if blob_event_id(ns, ch, v) in stored}
                     parent = _tag(cursor).get("parent_checkpoint_id")
                     cursor = by_id.get(checkpoint_event_id(ns, str(parent))) if parent and missing else None
-            needed = set()
+            needed: set[str] = set()
             for event in checkpoints:
                 if str(event["id"]) in kept:
                     ns = str(_tag(event).get("ns", ""))
@@ -798,13 +806,19 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
         contract), read in a few requests rather than a tuple per ancestor."""
         if not channels:
             return {}
-        return self._drive(str(config["configurable"]["thread_id"]), self._history_flow(config, channels))
+        history: Mapping[str, Any] = self._drive(
+            str(config["configurable"]["thread_id"]), self._history_flow(config, channels)
+        )
+        return history
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, Any]:
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        return await self._adrive(str(config["configurable"]["thread_id"]), self._history_flow(config, channels))
+        history: Mapping[str, Any] = await self._adrive(
+            str(config["configurable"]["thread_id"]), self._history_flow(config, channels)
+        )
+        return history
 
     # --- listing (last: the method named list shadows the builtin in the class body) --------------------
 

@@ -176,9 +176,12 @@ class Client(_Base):
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,
+        after_summary: bool = False,
     ) -> Session:
         """A session with its events (oldest first) and merged state; raises ``NotFound``. ``all_pages``: follow
-        ``next_token`` until every event of the window is read (else one page, with its ``next_token``)."""
+        ``next_token`` until every event of the window is read (else one page, with its ``next_token``).
+        ``after_summary``: only the newest summary, the raw events it kept and every later event (a read that does
+        not grow with the session's history)."""
         return self._run(
             self._core.get_session(
                 app_name,
@@ -189,6 +192,7 @@ class Client(_Base):
                 limit=limit,
                 next_token=next_token,
                 all_pages=all_pages,
+                after_summary=after_summary,
             )
         )
 
@@ -541,6 +545,7 @@ class AsyncClient(_Base):
         limit: int | None = None,
         next_token: str | None = None,
         all_pages: bool = True,
+        after_summary: bool = False,
     ) -> Session:
         """See ``Client.get_session``."""
         return await self._run(
@@ -553,6 +558,7 @@ class AsyncClient(_Base):
                 limit=limit,
                 next_token=next_token,
                 all_pages=all_pages,
+                after_summary=after_summary,
             )
         )
 

@@ -65,14 +65,6 @@ from . import AsyncClient, Client
 from . import models as wire
 from .errors import NotFound
 
-try:
-    from langgraph.checkpoint.base import writes_sort_key
-except ImportError:  # langgraph-checkpoint before 4: the order LangGraph applies a super-step's writes in
-
-    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
-        return (task_path, task_id, idx)
-
-
 __all__ = [
     "RemoteChatMessageHistory",
     "RemoteCheckpointSaver",

@@ -153,6 +153,13 @@ MemoryMinScore = Annotated[
 ]
 WithProfile = Annotated[bool, Query(description="add what is known about the user (the profile) as a system message")]
 Flag = Annotated[bool, Query()]
+AfterSummary = Annotated[
+    bool,
+    Query(
+        description="only the events after what the newest summary covers: the summary itself, the raw events it "
+        "kept and every later one (what ADK needs; the whole session when there is no summary)"
+    ),
+]
 """A query boolean without a description of its own (``keep_first``, …)."""
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``
 
     from .requests import (
         AfterId,
+        AfterSummary,
         AfterTimestamp,
         AppendRequest,
         AppName,
@@ -134,6 +135,7 @@ def get_session(
     after_timestamp: AfterTimestamp = None,
     limit: EventPageLimit = None,
     next_token: NextToken = None,
+    after_summary: AfterSummary = False,
 ) -> None: ...
 
 

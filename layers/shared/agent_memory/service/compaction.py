@@ -36,7 +36,9 @@ from ..stores.ports import (
 
 logger = logging.getLogger(__name__)
 
-COMPACTION_AUTHOR = "system"
+# As ADK's own summarizer writes its compaction events: ADK's agent router passes over events by "user" (any other
+# author that is none of the app's agents is logged as an unknown agent on every turn).
+COMPACTION_AUTHOR = "user"
 # Earlier events read for the overlap, per overlapping invocation (an invocation is rarely longer).
 OVERLAP_EVENTS_PER_INVOCATION = 50
 # The first read for the overlap, per overlapping invocation: a chat turn (two events) and the next one's start.

@@ -215,8 +215,13 @@ class SessionService:
         after_timestamp: str | float | None = None,
         limit: int | None = None,
         next_token: str | None = None,
+        after_summary: bool = False,
     ) -> dict[str, Any]:
         """The session with one page of its events, oldest first, and ``next_token`` (null on the last page).
+
+        ``after_summary``: only the events after what the newest summary covers (the summary, the raw events it
+        kept and every later one): what a client that applies summaries itself (ADK) needs, read in about as many
+        items as it answers, whatever the session's length.
 
         The events are those at or after ``after_timestamp``, of them the newest ``num_recent_events``; ``limit``
         cuts them into pages (1 to MAX_EVENT_PAGE). Whatever the parameters, a page stops before its response
@@ -235,7 +240,8 @@ class SessionService:
         if record is None:
             raise SessionNotFound(session_id)
         if next_token is None:
-            cursor = EventCursor(after_seq=0, until_seq=record.last_seq, after_timestamp=after, num_recent=None)
+            start = record.summary_end_seq if after_summary and record.summary_event_id else 0
+            cursor = EventCursor(after_seq=start, until_seq=record.last_seq, after_timestamp=after, num_recent=None)
             num_recent = num_recent_events
         else:
             cursor = decode_event_token(app_name, user_id, session_id, _incarnation(record), next_token)

@@ -169,7 +169,6 @@ class IdQuery:
     marks: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
 
-
 def id_order(events: list[dict[str, Any]], query: IdQuery) -> list[dict[str, Any]]:
     """``events`` (the candidates a store read, in any order) as ``query`` selects and orders them: the named ids
     in their order, or the prefix's in id order after ``after_id``; then cut at ``limit`` and ``max_bytes``."""
