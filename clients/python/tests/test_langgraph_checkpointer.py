@@ -15,8 +15,10 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import _messages_delta_reducer, add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command, interrupt
@@ -323,3 +325,38 @@ def test_the_example_agent_interrupts_resumes_and_forks(server_url: str, app_nam
     assert result["forked"] == [*asked, "Actually, wait.", "Approval: no", "Cancelled."]
     assert result["original_branch"] == result["booked"]
     assert result["context_messages"] >= len(result["booked"])
+
+
+class DeltaChat(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=4)]
+
+
+def test_a_delta_channel_thread_reads_as_in_memory_and_its_messages_reach_the_session(
+    server_url: str, app_name: str
+) -> None:
+    """LangGraph's DeltaChannel stores a value only every few updates and rebuilds the rest from the ancestors'
+    writes (``get_delta_channel_history``): the values, the history and the conversation read as on InMemorySaver,
+    and the messages, which no checkpoint holds, reach the session as events (context, compaction, memory)."""
+
+    def reply(state: DeltaChat) -> dict[str, Any]:
+        last = state["messages"][-1]
+        return {"messages": [AIMessage(content=f"echo: {last.content}", id=f"ai-{len(state['messages'])}")]}
+
+    def run(saver: Any) -> tuple[list[tuple[str, str]], int]:
+        builder = StateGraph(DeltaChat)
+        builder.add_node("reply", reply)
+        builder.add_edge(START, "reply")
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "delta"}}
+        for turn in range(9):
+            graph.invoke({"messages": [HumanMessage(content=f"turn {turn}", id=f"h-{turn}")]}, config)
+        values = graph.get_state(config).values["messages"]
+        return [(m.type, str(m.content)) for m in values], len(list(graph.get_state_history(config)))
+
+    expected = run(InMemorySaver())
+    with Client(server_url) as client:
+        got = run(RemoteCheckpointSaver(client, app_name=app_name))
+        session = client.get_session(app_name, "langgraph", "delta")
+    assert got == expected and len(got[0]) == 18
+    texts = [p.text for e in session.events if e.content and e.author != "langgraph" for p in e.content.parts if p.text]
+    assert texts == [text for _, text in expected[0]]
