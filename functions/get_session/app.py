@@ -3,7 +3,8 @@ GET /apps/{app_name}/users/{user_id}/state and GET /apps/{app_name}/state: the u
 their ``user:`` / ``app:`` prefix; ``{}`` when none, never 404);
 GET …/sessions/{session_id}/events: events by id (``id=``, repeated) or a page of an id prefix's (``id_prefix``,
 ``after_id``, ``order``, ``limit``);
-GET …/sessions/{session_id}/export: the whole session as one document (``?format=json|yaml``);
+GET …/sessions/{session_id}/export: the whole session as one document (``?format=json|yaml``), or in pages
+(``limit``, ``next_token``);
 GET …/sessions/{session_id}/memo: the session's memo.
 
 Pages: ``limit`` (1-1000 events) and ``next_token`` (from the previous page); every page also stops before the
@@ -83,9 +84,16 @@ def get_app_state(app_name: AppName) -> Response[str]:
 
 @app.get("/apps/<app_name>/users/<user_id>/sessions/<session_id>/export")
 def export_session(
-    app_name: AppName, user_id: UserId, session_id: SessionId, format: ExportFormat = "json"
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    format: ExportFormat = "json",
+    limit: EventPageLimit = None,
+    next_token: NextToken = None,
 ) -> Response[str]:
-    document = SessionTransfer(services().sessions.store).export_session(app_name, user_id, session_id)
+    document = SessionTransfer(services().sessions.store).export_session(
+        app_name, user_id, session_id, limit, next_token
+    )
     etag = {"ETag": f'"{document["version"]}"'}
     if format == "yaml":
         from agent_memory.wire.yamlio import dump_yaml  # PyYAML only for the export that asks for it

@@ -233,3 +233,39 @@ def test_export_of_a_missing_session_is_404_and_a_bad_format_400(api: Api) -> No
     api.create(session_id="s1")
     reply = api.request("GET", f"{SESSIONS}/s1/export", query={"format": "xml"})
     assert reply.status == 400 and reply.error["field"] == "format"
+
+
+def test_a_session_past_the_response_cap_exports_in_pages_that_import_whole(api: Api) -> None:
+    """Unpaged, a session whose events pass what one response carries is a 413 that says to page; paged (limit,
+    next_token), every page fits, and the pages' events put together are the whole session."""
+    assert api.create(session_id="huge").status == 201
+    for n in range(14):  # 14 x 400 KB: past the 5 MB a response carries
+        assert api.append("huge", text_event(BIG, id=f"h{n:02}", author="agent")).status == 201
+    assert api.append("huge", text_event("small", id="tail")).status == 201
+    whole = api.request("GET", f"{SESSIONS}/huge/export")
+    assert whole.status == 413 and "pages" in whole.error["message"]
+    pages: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        query = {"limit": 6} | ({"next_token": token} if token else {})
+        reply = api.request("GET", f"{SESSIONS}/huge/export", query=query)
+        assert reply.status == 200 and len(reply.raw) < 5_500_000
+        pages.append(reply.body)
+        token = reply.body["next_token"]
+        if token is None:
+            break
+    assert len(pages) >= 3 and all(len(p["events"]) <= 6 for p in pages)
+    events = [e for page in pages for e in page["events"]]
+    assert [e["id"] for e in events] == [f"h{n:02}" for n in range(14)] + ["tail"]
+    assert [e["seq"] for e in events] == list(range(1, 16)) and {p["last_seq"] for p in pages} == {15}
+    assert all(e["content"]["parts"][0]["text"] == BIG for e in events[:14])
+    # An append after the first page is not half in the export: the pages stop at the first page's last_seq.
+    first = api.request("GET", f"{SESSIONS}/huge/export", query={"limit": 10}).body
+    assert api.append("huge", text_event("later", id="later")).status == 201
+    rest = api.request("GET", f"{SESSIONS}/huge/export", query={"next_token": first["next_token"]}).body
+    assert [e["id"] for e in first["events"] + rest["events"]][-1] == "tail" and rest["next_token"] is None
+    bad = api.request("GET", f"{SESSIONS}/huge/export", query={"limit": 0})
+    assert bad.status == 400 and bad.error["field"] == "limit"
+    assert api.create(session_id="other").status == 201
+    foreign = api.request("GET", f"{SESSIONS}/other/export", query={"next_token": pages[0]["next_token"]})
+    assert foreign.status == 400 and foreign.error["field"] == "next_token"

@@ -37,6 +37,21 @@ async def test_export_import_export_round_trips_in_json(kind: str, server_url: s
     await client.close()
 
 
+async def test_a_session_past_the_response_cap_exports_whole(kind: str, server_url: str, app_name: str) -> None:
+    """The client reads an export in pages and puts them together: a session of 6 MB (past the 5 MB one response
+    carries, where the unpaged export answers 413) exports whole."""
+    client = Driver(kind, server_url)
+    session = await client.call("create_session", app_name, "u1")
+    big = "z" * 400_000
+    for n in range(15):
+        await client.call("append_event", app_name, "u1", session.id, said(f"{n}:{big}"))
+    document = await client.call("export_session", app_name, "u1", session.id)
+    assert [e["seq"] for e in document["events"]] == list(range(1, 16)) and document["last_seq"] == 15
+    assert [e["content"]["parts"][0]["text"].split(":")[0] for e in document["events"]] == [str(n) for n in range(15)]
+    assert "next_token" not in document
+    await client.close()
+
+
 async def test_export_import_round_trips_in_yaml(kind: str, server_url: str, app_name: str) -> None:
     client = Driver(kind, server_url)
     sid = await seeded(client, app_name)

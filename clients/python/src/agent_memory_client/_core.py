@@ -68,6 +68,7 @@ T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 MAX_IDS = 100  # events named in one read by id: the service's maximum
+EXPORT_PAGE = 1000  # events per page of an export: the service's maximum
 MAX_BACKOFF_S = 20.0
 # A Retry-After longer than this is not waited for: the error (with its retry_after) goes to the caller.
 MAX_RETRY_AFTER_S = 60.0
@@ -596,13 +597,25 @@ class Core:
         if fmt not in ("json", "yaml"):
             raise ValueError("format must be 'json' or 'yaml'")
         route = path("apps", app_name, "users", user_id, "sessions", session_id, "export")
-        response = yield from self.exchange(Call("GET", route, query({"format": fmt})))
         if fmt == "yaml":
+            response = yield from self.exchange(Call("GET", route, query({"format": fmt})))
             return response.text
-        document = self.json(response)
-        if not isinstance(document, dict):
-            raise ServerError("expected an export document", status=response.status_code, code="invalid_response")
-        return document
+        # JSON in pages, put together: a session of any length exports (one page past the response cap would not).
+        document: dict[str, Any] | None = None
+        token: str | None = None
+        while True:
+            params = {"format": fmt, "limit": EXPORT_PAGE, "next_token": token}
+            response = yield from self.exchange(Call("GET", route, query(params)))
+            page = self.json(response)
+            if not isinstance(page, dict) or not isinstance(page.get("events"), list):
+                raise ServerError("expected an export document", status=response.status_code, code="invalid_response")
+            token = page.pop("next_token", None)
+            if document is None:
+                document = page
+            else:
+                document["events"].extend(page["events"])
+            if not token:
+                return document
 
     def import_session(
         self,

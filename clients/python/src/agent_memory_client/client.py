@@ -307,7 +307,8 @@ class Client(_Base):
         self, app_name: str, user_id: str, session_id: str, *, format: str = "json"
     ) -> dict[str, Any] | str:
         """The whole session as one document: its state by scope, memo, compaction watermark and every event
-        with its ``seq``. ``format="json"``: the document as a dict; ``"yaml"``: its YAML text."""
+        with its ``seq``. ``format="json"``: the document as a dict, read in pages and put together (a session of
+        any length); ``"yaml"``: its YAML text, in one response (413 past the response cap)."""
         return self._run(self._core.export_session(app_name, user_id, session_id, format))
 
     def import_session(

@@ -205,7 +205,12 @@ class SessionExport(_Response):
     state: ExportedState
     memo: dict[str, Any]
     compaction: ExportedCompaction
-    events: list[Event] = Field(description="every event up to `last_seq`, summaries included, with `seq`")
+    events: list[Event] = Field(
+        description="every event up to `last_seq`, summaries included, with `seq` (paged: this page's)"
+    )
+    next_token: str | None = Field(
+        default=None, description="paged (`limit` or `next_token` sent): the next page; null on the last page"
+    )
 
 
 class MemoResponse(_Response):

@@ -249,7 +249,12 @@ def openapi() -> None: ...
 
 
 def export_session(
-    app_name: AppName, user_id: UserId, session_id: SessionId, format: ExportFormat = "json"
+    app_name: AppName,
+    user_id: UserId,
+    session_id: SessionId,
+    format: ExportFormat = "json",
+    limit: EventPageLimit = None,
+    next_token: NextToken = None,
 ) -> None: ...
 
 
@@ -405,7 +410,8 @@ ROUTES: tuple[Route, ...] = (
         _SESSION + "/export",
         "GetSessionFunction",
         export_session,
-        "Export a whole session (state, memo, every event with its seq, summaries) as JSON or YAML",
+        "Export a whole session (state, memo, every event with its seq, summaries) as JSON or YAML, at once or in "
+        "pages (`limit`, `next_token`)",
         {200: "SessionExport"},
         errors=(404,),
         headers={200: _ETAG},

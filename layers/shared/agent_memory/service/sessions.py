@@ -267,7 +267,7 @@ class SessionService:
         data = self._session(record).dump()
         # The room the session's fields, the separators and the longest token leave for the page's events.
         room = RESPONSE_CAP - wire_size(dumps(data | {"next_token": "x" * 400}))
-        page, more = _fit(events, limit, room)
+        page, more = fit_page(events, limit, room)
         data["events"] = page
         data["next_token"] = None
         if more and page:
@@ -331,7 +331,7 @@ class SessionService:
         events = self.store.read_events_by_id(key, query)
         data: dict[str, Any] = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
         room = RESPONSE_CAP - wire_size(dumps(data | {"events": [], "next_after_id": "x" * 128, "unread": wanted}))
-        page, more = _fit(events, None if wanted else page_size, room)
+        page, more = fit_page(events, None if wanted else page_size, room)
         data["events"] = page
         if wanted:
             answered = {str(e.get("id")) for e in page}
@@ -629,7 +629,7 @@ def _incarnation(record: SessionRecord) -> str:
     return record.incarnation or repr(record.create_time)
 
 
-def _fit(events: list[dict[str, Any]], limit: int | None, room: int) -> tuple[list[dict[str, Any]], bool]:
+def fit_page(events: list[dict[str, Any]], limit: int | None, room: int) -> tuple[list[dict[str, Any]], bool]:
     """The page: the first events that fit ``room`` bytes (and ``limit``), and whether more remain.
 
     ``events`` were read with ``limit + 1`` and ``max_bytes=RESPONSE_CAP`` (measured alike, by

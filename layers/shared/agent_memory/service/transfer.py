@@ -13,12 +13,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..edge.params import EXPORT_FORMAT
-from ..errors import PayloadTooLarge, SessionNotFound, UnprocessableInput
+from ..errors import InvalidInput, PayloadTooLarge, SessionNotFound, UnprocessableInput
+from ..limits import MAX_EVENT_PAGE
 from ..policy.identifiers import validate_identifier, validate_new_session_id
+from ..policy.paging import EventCursor, decode_event_token, encode_event_token
 from ..policy.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 from ..stores.ports import EventQuery, SessionKey, SessionRecord, SessionStore, marks_of, validated_key
-from ..wire.jsonio import RESPONSE_CAP, event_size
-from .sessions import SessionService
+from ..wire.jsonio import RESPONSE_CAP, dumps, event_size, wire_size
+from .sessions import SessionService, fit_page
 
 if TYPE_CHECKING:
     from ..edge.requests import SessionDocument  # the import's body, validated by the handler (pydantic)
@@ -36,24 +38,45 @@ class SessionTransfer:
     def _key(app_name: str, user_id: str, session_id: str) -> SessionKey:
         return validated_key(app_name, user_id, session_id)
 
-    def export_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+    def export_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> dict[str, Any]:
         """The session as one document (see the module). PayloadTooLarge (413) when its events alone would pass
-        what one response carries (``jsonio.RESPONSE_CAP``)."""
+        what one response carries (``jsonio.RESPONSE_CAP``), unless paged: with ``limit`` (1 to MAX_EVENT_PAGE
+        events a page) or ``next_token``, each page is the document with a page of its events and ``next_token``
+        (null on the last page); the pages read the events up to the first page's ``last_seq``, and their events
+        put together are the document's, so a session of any length exports."""
         key = self._key(app_name, user_id, session_id)
+        if limit is not None and not 1 <= limit <= MAX_EVENT_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_EVENT_PAGE}", field="limit")
         record = self._store.get_session(key)
         if record is None:
             raise SessionNotFound(session_id)
+        paged = limit is not None or next_token is not None
+        incarnation = record.incarnation or repr(record.create_time)
+        if next_token is None:
+            cursor = EventCursor(after_seq=0, until_seq=record.last_seq, after_timestamp=None, num_recent=None)
+        else:
+            cursor = decode_event_token(app_name, user_id, session_id, incarnation, next_token)
         # Up to the last seq the record counts: an append landing meanwhile is not half in the document. The read
         # stops once it passes what a response carries (no session of any size is read whole into memory).
         events = self._store.read_events(
-            key, EventQuery(up_to_seq=record.last_seq, max_bytes=RESPONSE_CAP, verbatim=True, marks=marks_of(record))
+            key,
+            EventQuery(
+                after_seq=cursor.after_seq or None,
+                up_to_seq=cursor.until_seq,
+                limit=None if limit is None else limit + 1,
+                max_bytes=RESPONSE_CAP,
+                verbatim=True,
+                marks=marks_of(record),
+            ),
         )
-        if sum(event_size(e) for e in events) >= RESPONSE_CAP:
-            raise PayloadTooLarge(
-                f"the session's events take more than {RESPONSE_CAP} bytes, more than one response carries",
-                field="session_id",
-            )
-        return {
+        document = {
             "format": EXPORT_FORMAT,
             "app_name": record.app_name,
             "user_id": record.user_id,
@@ -61,12 +84,30 @@ class SessionTransfer:
             "create_time": record.create_time,
             "last_update_time": record.update_time,
             "version": record.version,
-            "last_seq": record.last_seq,
+            "last_seq": cursor.until_seq,
             "state": {"session": record.state, "user": record.user_state, "app": record.app_state},
             "memo": record.memo,
             "compaction": {"summary_event_id": record.summary_event_id, "end_seq": record.summary_end_seq},
             "events": events,
         }
+        if not paged:
+            if sum(event_size(e) for e in events) >= RESPONSE_CAP:
+                raise PayloadTooLarge(
+                    f"the session's events take more than {RESPONSE_CAP} bytes, more than one response carries: "
+                    "export it in pages (limit, next_token)",
+                    field="session_id",
+                )
+            return document
+        room = RESPONSE_CAP - wire_size(dumps(document | {"events": [], "next_token": "x" * 400}))
+        page, more = fit_page(events, limit, room)
+        document["events"] = page
+        document["next_token"] = None
+        if more and page:
+            last = EventCursor(
+                after_seq=int(page[-1]["seq"]), until_seq=cursor.until_seq, after_timestamp=None, num_recent=None
+            )
+            document["next_token"] = encode_event_token(app_name, user_id, session_id, incarnation, last)
+        return document
 
     def import_session(
         self,
