@@ -37,6 +37,7 @@ PER_ROUTE = {
     "GET /apps/{app_name}/users/{user_id}/state": 50,
     "GET /apps/{app_name}/state": 40,
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}": 70,
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 90,
     "POST /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 480,
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}": 60,
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": 40,

@@ -189,6 +189,7 @@ CALLS = (
     Call("GET", "/apps/{app}/state", 200),
     Call("GET", "/apps/{app}/users/{user}/sessions/s1", 200),
     Call("DELETE", "/apps/{app}/users/{user}/sessions/s1", 204),
+    Call("GET", "/apps/{app}/users/{user}/sessions/s1/events", 200, query={"id": "e1"}),
     Call("POST", "/apps/{app}/users/{user}/sessions/s1/events", 201, body=EVENT),
     Call("DELETE", "/apps/{app}/users/{user}/sessions/s1/events/e1", 200),
     Call("DELETE", "/apps/{app}/users/{user}/sessions/s1/events", 200),

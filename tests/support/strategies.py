@@ -122,6 +122,11 @@ _QUERY_VALUES = (
     "json",
     "yaml",
     "s1",
+    "e1",
+    "asc",
+    "desc",
+    "lgc-",
+    "e1%2Ce2",  # one value holding a comma: API Gateway's join of a repeated parameter
 )
 
 
@@ -634,7 +639,20 @@ def bodies(route_body: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes | None
 # --- one strategy per route ------------------------------------------------------------------------------
 
 _QUERY_PARAMS = {
-    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}": ("num_recent_events", "after_timestamp"),
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}": (
+        "num_recent_events",
+        "after_timestamp",
+        "limit",
+        "next_token",
+        "after_summary",
+    ),
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": (
+        "id",
+        "id_prefix",
+        "after_id",
+        "order",
+        "limit",
+    ),
     "GET /apps/{app_name}/users/{user_id}/sessions": ("limit", "next_token"),
     "GET /apps/{app_name}/sessions": ("limit", "next_token"),
     "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/context": (
@@ -652,7 +670,7 @@ _QUERY_PARAMS = {
         "profile",
     ),
     "GET /apps/{app_name}/users/{user_id}/memories/search": ("query", "top_k", "min_score"),
-    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/export": ("format",),
+    "GET /apps/{app_name}/users/{user_id}/sessions/{session_id}/export": ("format", "limit", "next_token"),
     "POST /apps/{app_name}/users/{user_id}/sessions/import": ("session_id", "replace"),
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events/{event_id}": ("pairs",),
     "DELETE /apps/{app_name}/users/{user_id}/sessions/{session_id}/events": ("before_seq", "before_invocation_id"),

@@ -224,6 +224,7 @@ def test_a_body_less_route_is_read_without_pydantic_and_a_body_route_with_it() -
         "after_timestamp": 1704067200.0,
         "limit": 5,
         "next_token": None,
+        "after_summary": False,
     }
 
 
