@@ -22,10 +22,10 @@ DATA_DIR ?= .data
 # make run AUTH=jwt: bearer tokens required, checked as API Gateway's JWT authorizer would, with a signing key kept
 # under $(DATA_DIR)/auth; mint one with `.venv/bin/python -m local.token --user alice`. AUTH=iam: no token (today).
 AUTH ?= iam
-# make example-adk / example-langgraph: the API the examples talk to.
+# make example-adk / example-langgraph / example-python: the API the examples talk to.
 URL ?= http://127.0.0.1:3000
 
-.PHONY: run wipe test check example-adk example-langgraph client-test client-lock unit lint template openapi build smoke bench lock clean docs
+.PHONY: run wipe test check example-adk example-langgraph example-python client-test client-lock unit lint template openapi build smoke bench lock clean docs
 
 $(STAMP): requirements-dev.txt layers/shared/requirements.txt
 	@test -n "$(PYTHON)" || { echo "make: Python 3.13 is needed (python3.13 on PATH, or PYTHON=/path/to/python3.13)"; exit 1; }
@@ -89,6 +89,9 @@ example-adk: $(CLIENT_STAMP)  # the ADK example agent against URL (default make 
 
 example-langgraph: $(CLIENT_STAMP)  # the LangGraph example graph against URL
 	$(CLIENT_VENV)/bin/python clients/python/examples/langgraph_agent.py --url $(URL)
+
+example-python: $(CLIENT_STAMP)  # the plain-Python example against URL: it prints what each step answered
+	$(CLIENT_VENV)/bin/python clients/python/examples/plain_python.py --url $(URL)
 
 bench: $(STAMP)  # the quick ones; bench/README.md lists every benchmark
 	$(BIN)/python -m bench.perf.requests
