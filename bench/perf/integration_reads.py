@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import http.client
+import json
 import os
 import socket
 import subprocess
@@ -164,7 +165,7 @@ class State(TypedDict):
     messages: Annotated[list[Any], add_messages]
 
 
-def langgraph_chat(url: str, app: str, turns: int, reported: set[int]) -> list[TurnRow]:
+def chat_graph() -> StateGraph:
     def agent(state: State) -> dict[str, Any]:
         said = str(state["messages"][-1].content)
         text = f"You said: {said}. " + "Here is a longer answer about that, with some detail. " * 6
@@ -174,6 +175,51 @@ def langgraph_chat(url: str, app: str, turns: int, reported: set[int]) -> list[T
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
+    return builder
+
+
+@dataclass
+class Stored:
+    """What a saver stores for a thread: bytes in all, and per checkpoint."""
+
+    saver: str
+    checkpoints: int
+    bytes: int
+
+
+def remote_storage(url: str, app: str, thread_id: str) -> Stored:
+    """The thread's checkpointer events (checkpoints, values, writes, the messages) as the service stores them:
+    each event's JSON, read back by an export."""
+    with Client(url) as client:
+        document = client.export_session(app, "lg", thread_id)
+    assert isinstance(document, dict)
+    events = [e for e in document["events"] if str(e.get("id", "")).startswith("lg")]
+    size = sum(len(json.dumps(e, separators=(",", ":")).encode()) for e in events)
+    return Stored("RemoteCheckpointSaver", sum(str(e["id"]).startswith("lgc-") for e in events), size)
+
+
+def sqlite_storage(turns: int) -> Stored | None:
+    """The same chat on LangGraph's SqliteSaver: the bytes of its checkpoints, metadata and writes."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:
+        return None
+    import sqlite3
+
+    connection = sqlite3.connect(":memory:", check_same_thread=False)
+    graph = chat_graph().compile(checkpointer=SqliteSaver(connection))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for turn in range(1, turns + 1):
+        graph.invoke({"messages": [HumanMessage(content=f"Turn {turn}. {USER_TEXT}")]}, config)
+    (count, checkpoints) = connection.execute(
+        "SELECT COUNT(*), SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
+    ).fetchone()
+    (writes,) = connection.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()
+    return Stored("SqliteSaver", int(count), int(checkpoints) + int(writes))
+
+
+def langgraph_chat(url: str, app: str, turns: int, reported: set[int]) -> tuple[list[TurnRow], str]:
+    builder = chat_graph()
 
     tally = Tally()
     rows: list[TurnRow] = []
@@ -190,7 +236,7 @@ def langgraph_chat(url: str, app: str, turns: int, reported: set[int]) -> list[T
                 got = tally.since(start)
                 assert len(snapshot.values["messages"]) == len(result["messages"]) == 2 * turn
                 rows.append(TurnRow(turn, 2 * turn, invoke, got))
-    return rows
+    return rows, str(config["configurable"]["thread_id"])
 
 
 # --- ADK ------------------------------------------------------------------------------------------------------
@@ -246,7 +292,7 @@ def kib(n: int) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
-def report(turns: list[TurnRow], sessions: list[SessionRow]) -> None:
+def report(turns: list[TurnRow], sessions: list[SessionRow], stored: list[Stored]) -> None:
     print("\nLangGraph `RemoteCheckpointSaver`: one chat turn (`graph.invoke`) and one `graph.get_state`\n")
     print("| turn | messages | invoke requests | invoke bytes | get_state requests | get_state bytes |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -255,6 +301,12 @@ def report(turns: list[TurnRow], sessions: list[SessionRow]) -> None:
             f"| {t.turn} | {t.messages} | {t.invoke.requests} | {kib(t.invoke.bytes)} "
             f"| {t.get_state.requests} | {kib(t.get_state.bytes)} |"
         )
+    print("\nWhat the chat's thread stores, against LangGraph's SqliteSaver on the same graph and turns\n")
+    print("| saver | checkpoints | bytes | bytes per checkpoint |")
+    print("|---|---:|---:|---:|")
+    for kept in stored:
+        per = kept.bytes / max(1, kept.checkpoints)
+        print(f"| {kept.saver} | {kept.checkpoints} | {kib(kept.bytes)} | {kib(int(per))} |")
     print("\nADK `RemoteSessionService.get_session` (no config, as the Runner asks each turn), after a compaction\n")
     print("| session events | compacted | window: requests | window: bytes | window: events |", end="")
     print(" window=False: requests | window=False: bytes | window=False: events |")
@@ -276,9 +328,15 @@ def main() -> None:
     app = f"bench-reads-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     with local_server(args.backend) as url:
-        turns = langgraph_chat(url, app, args.turns, reported)
+        turns, thread_id = langgraph_chat(url, app, args.turns, reported)
+        stored = [remote_storage(url, app, thread_id)]
         sessions = asyncio.run(adk_reads(url, app, [30, args.events]))
-    report(turns, sessions)
+    baseline = sqlite_storage(args.turns)
+    if baseline is None:
+        print("(langgraph-checkpoint-sqlite is not installed: no SqliteSaver line)")
+    else:
+        stored.append(baseline)
+    report(turns, sessions, stored)
     print(f"\n{args.backend} backend, app {app}, {time.monotonic() - started:.0f} s")
 
 
