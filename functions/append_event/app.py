@@ -13,7 +13,16 @@ from agent_memory.wire.plainevents import PlainBatch, PlainEvent
 if TYPE_CHECKING:  # the parameter types: named, not imported (no pydantic on the cold path; params.py)
     from typing import Annotated
 
-    from agent_memory.edge.requests import AppendRequest, AppName, Body, IfMatch, MemoRequest, SessionId, UserId
+    from agent_memory.edge.requests import (
+        AppendRequest,
+        AppName,
+        Body,
+        IfMatch,
+        MemoRequest,
+        Prefer,
+        SessionId,
+        UserId,
+    )
 
 app = create_app()
 
@@ -25,6 +34,7 @@ def append_event(
     session_id: SessionId,
     body: Annotated[AppendRequest, Body()],
     if_match: IfMatch = None,
+    prefer: Prefer = None,
 ) -> Response[str]:
     if isinstance(body, (PlainEvent, PlainBatch)):  # the common body, read without pydantic (params.py)
         batch = isinstance(body, PlainBatch)
@@ -42,8 +52,14 @@ def append_event(
     )
     # No metric: an EMF line per append was a third of its log bytes, and no alarm reads it (Lambda's Invocations
     # and the API's Count say the append rate; docs/configuration.md, LogLevel).
-    payload = {"events": outcome.events} if batch else outcome.events[0]
-    return json_response(201 if outcome.created else 200, payload, {"ETag": f'"{outcome.version}"'})
+    headers = {"ETag": f'"{outcome.version}"'}
+    events = outcome.events
+    if prefer is not None and "return=minimal" in prefer.replace(" ", "").lower().split(","):
+        # What a writer needs back (where each event landed), not the bodies it just sent.
+        events = [{key: e[key] for key in ("id", "seq", "timestamp") if key in e} for e in events]
+        headers["Preference-Applied"] = "return=minimal"
+    payload = {"events": events} if batch else events[0]
+    return json_response(201 if outcome.created else 200, payload, headers)
 
 
 @app.put("/apps/<app_name>/users/<user_id>/sessions/<session_id>/memo")

@@ -340,3 +340,30 @@ def test_unmodelled_event_fields_come_back_snake_case(api: Api) -> None:
         assert got["custom_metadata"] == {"traceId": "t"}
         assert "usageMetadata" not in got and "outputTranscription" not in got
     assert api.get("s1").body["state"] == {"camelKey": 1}
+
+
+def test_prefer_return_minimal_answers_where_the_events_landed_not_their_bodies(api: Api) -> None:
+    assert api.create(session_id="s1").status == 201
+    big = text_event("x" * 50_000, id="big")
+    full = api.append("s1", big)
+    assert full.status == 201 and full.body["content"]["parts"][0]["text"] == "x" * 50_000
+    assert "preference-applied" not in {k.lower() for k in full.headers}
+    minimal = api.append(
+        "s1",
+        {"events": [text_event("y" * 50_000, id="b2"), text_event("z", id="b3")]},
+        headers={"Prefer": "return=minimal"},
+    )
+    assert minimal.status == 201 and len(minimal.raw) < 300
+    assert [set(e) for e in minimal.body["events"]] == [{"id", "seq", "timestamp"}] * 2
+    assert [(e["id"], e["seq"]) for e in minimal.body["events"]] == [("b2", 2), ("b3", 3)]
+    assert {k.lower(): v for k, v in minimal.headers.items()}["preference-applied"] == "return=minimal"
+    assert minimal.headers.get("ETag", minimal.headers.get("etag")) == '"2"'  # a version per append
+    # A resend is recognised as before (200), and answered minimal too; another preference is ignored.
+    again = api.append("s1", text_event("z", id="b3"), headers={"Prefer": "respond-async, return=minimal"})
+    assert again.status == 200 and set(again.body) == {"id", "seq", "timestamp"} and again.body["seq"] == 3
+    other = api.append("s1", text_event("w", id="b4"), headers={"Prefer": "return=representation"})
+    assert other.status == 201 and other.body["content"]["parts"][0]["text"] == "w"
+    stored = api.get("s1").body["events"]
+    assert [e["id"] for e in stored] == ["big", "b2", "b3", "b4"] and stored[1]["content"]["parts"][0][
+        "text"
+    ] == "y" * 50_000

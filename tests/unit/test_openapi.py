@@ -59,8 +59,8 @@ def test_the_document_is_valid_openapi_3_1_and_covers_every_route() -> None:
         min_score["required"] is False and min_score["schema"]["minimum"] == 0 and min_score["schema"]["maximum"] == 1
     )
     append = document["paths"]["/apps/{app_name}/users/{user_id}/sessions/{session_id}/events"]["post"]
-    if_match = append["parameters"][-1]
-    assert (if_match["name"], if_match["in"], if_match["required"]) == ("if-match", "header", False)
+    headers = [(p["name"], p["in"], p["required"]) for p in append["parameters"] if p["in"] == "header"]
+    assert headers == [("if-match", "header", False), ("prefer", "header", False)]
     assert set(append["responses"]) >= {"200", "201", "400", "404", "409", "412", "413", "422", "503"}
     error = document["components"]["schemas"]["ErrorResponse"]
     assert error["properties"]["error"] == {"$ref": "#/components/schemas/ErrorDetail"}

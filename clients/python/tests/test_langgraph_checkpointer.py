@@ -360,3 +360,32 @@ def test_a_delta_channel_thread_reads_as_in_memory_and_its_messages_reach_the_se
     assert got == expected and len(got[0]) == 18
     texts = [p.text for e in session.events if e.content and e.author != "langgraph" for p in e.content.parts if p.text]
     assert texts == [text for _, text in expected[0]]
+
+
+def test_writes_do_not_draw_on_uuid4_which_applications_patch(
+    server_url: str, app_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An application (LangGraph's own tests) may make uuid4 deterministic: the saver's writes events must neither
+    take the ids meant for the graph nor collide with each other (two tasks' writes to one checkpoint)."""
+    fixed = uuid.UUID("00000000-0000-4000-8000-000000000001")
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
+    with Client(server_url) as client:
+        saver = RemoteCheckpointSaver(client, app_name=app_name)
+        config = saver.put(
+            {"configurable": {"thread_id": "patched", "checkpoint_ns": ""}},
+            {
+                "v": 4,
+                "id": "1ef00000-0000-6000-8000-000000000001",
+                "ts": "2026-01-01T00:00:00+00:00",
+                "channel_values": {},
+                "channel_versions": {},
+                "versions_seen": {},
+                "updated_channels": None,
+            },
+            {"source": "input", "step": -1, "parents": {}},
+            {},
+        )
+        saver.put_writes(config, [("a", 1)], "task-1")
+        saver.put_writes(config, [("b", 2)], "task-2")
+        found = saver.get_tuple(config)
+    assert found is not None and sorted(found.pending_writes) == [("task-1", "a", 1), ("task-2", "b", 2)]

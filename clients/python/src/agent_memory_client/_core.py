@@ -422,15 +422,19 @@ class Core:
         *,
         if_match: int | str | Session | None = None,
         single: bool = False,
+        minimal: bool = False,
     ) -> Flow[AppendResult]:
         prepared = [event_json(e) for e in events]
         if not prepared:
             raise ValueError("append at least one event")
+        headers = {} if if_match is None else {"If-Match": if_match_header(if_match)}
+        if minimal:
+            headers["Prefer"] = "return=minimal"
         call = Call(
             "POST",
             path("apps", app_name, "users", user_id, "sessions", session_id, "events"),
             body=dump_json(prepared[0] if single else {"events": prepared}),
-            headers={} if if_match is None else {"If-Match": if_match_header(if_match)},
+            headers=headers,
         )
         try:
             response = yield from self.exchange(call)

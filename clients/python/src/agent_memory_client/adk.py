@@ -308,6 +308,7 @@ class RemoteSessionService(BaseSessionService):  # type: ignore[misc]
                 session.id,
                 event_to_json(event),
                 if_match=int(marker) if marker is not None else None,
+                minimal=True,  # the event's id and seq: ADK holds its body already
             )
         except PreconditionFailed as exc:
             raise StaleSessionError(_STALE_MESSAGE) from exc

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import random
 import re
-import uuid
+import secrets
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -486,7 +486,10 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
         if written:
             self._written.setdefault((thread_id, ns, checkpoint_id), []).extend(written)
         event = {
-            "id": writes_prefix(ns, checkpoint_id) + uuid.uuid4().hex[:16],
+            # A nonce from the OS, not uuid.uuid4: an application (LangGraph's own tests among them) may patch uuid4
+            # to make its ids deterministic; the saver then took ids meant for the graph's messages, and its writes
+            # events for one checkpoint all had the same id (an event id conflict on the second put_writes).
+            "id": writes_prefix(ns, checkpoint_id) + secrets.token_hex(8),
             "author": "langgraph",
             "custom_metadata": {
                 _LANGGRAPH: {
@@ -512,7 +515,7 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
             batch = events[start : start + _BATCH]
             while batch:
                 try:
-                    client.append_events(self.app_name, self.user_id, thread_id, batch)
+                    client.append_events(self.app_name, self.user_id, thread_id, batch, minimal=True)
                     break
                 except NotFound:
                     client.create_session(self.app_name, self.user_id, session_id=thread_id)
@@ -531,7 +534,7 @@ class RemoteCheckpointSaver(BaseCheckpointSaver[str]):  # type: ignore[misc]
             batch = events[start : start + _BATCH]
             while batch:
                 try:
-                    await client.append_events(self.app_name, self.user_id, thread_id, batch)
+                    await client.append_events(self.app_name, self.user_id, thread_id, batch, minimal=True)
                     break
                 except NotFound:
                     await client.create_session(self.app_name, self.user_id, session_id=thread_id)

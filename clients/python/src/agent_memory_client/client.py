@@ -250,20 +250,39 @@ class Client(_Base):
         self._run(self._core.delete_session(app_name, user_id, session_id))
 
     def append_event(
-        self, app_name: str, user_id: str, session_id: str, event: EventLike, *, if_match: IfMatch = None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event: EventLike,
+        *,
+        if_match: IfMatch = None,
+        minimal: bool = False,
     ) -> AppendResult:
         """Append one event (an ``Event``, ADK's ``Event``, or a dict: ADK JSON or a chat message). An event
         without ``id`` gets one before it is sent. ``if_match``: the version (or ``Session``) the append expects,
-        else ``PreconditionFailed``."""
+        else ``PreconditionFailed``. ``minimal``: the answer's event is its id, seq and timestamp only."""
         return self._run(
-            self._core.append_events(app_name, user_id, session_id, [event], if_match=if_match, single=True)
+            self._core.append_events(
+                app_name, user_id, session_id, [event], if_match=if_match, single=True, minimal=minimal
+            )
         )
 
     def append_events(
-        self, app_name: str, user_id: str, session_id: str, events: Iterable[EventLike], *, if_match: IfMatch = None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        events: Iterable[EventLike],
+        *,
+        if_match: IfMatch = None,
+        minimal: bool = False,
     ) -> AppendResult:
-        """Append 1-100 events atomically (see ``append_event``)."""
-        return self._run(self._core.append_events(app_name, user_id, session_id, events, if_match=if_match))
+        """Append 1-100 events atomically (see ``append_event``). ``minimal``: the answer's events are their ids,
+        seqs and timestamps only (``Prefer: return=minimal``), not the bodies just sent."""
+        return self._run(
+            self._core.append_events(app_name, user_id, session_id, events, if_match=if_match, minimal=minimal)
+        )
 
     def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state, keys as stored (``user:...``)."""
@@ -615,18 +634,36 @@ class AsyncClient(_Base):
         await self._run(self._core.delete_session(app_name, user_id, session_id))
 
     async def append_event(
-        self, app_name: str, user_id: str, session_id: str, event: EventLike, *, if_match: IfMatch = None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event: EventLike,
+        *,
+        if_match: IfMatch = None,
+        minimal: bool = False,
     ) -> AppendResult:
         """See ``Client.append_event``."""
         return await self._run(
-            self._core.append_events(app_name, user_id, session_id, [event], if_match=if_match, single=True)
+            self._core.append_events(
+                app_name, user_id, session_id, [event], if_match=if_match, single=True, minimal=minimal
+            )
         )
 
     async def append_events(
-        self, app_name: str, user_id: str, session_id: str, events: Iterable[EventLike], *, if_match: IfMatch = None
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        events: Iterable[EventLike],
+        *,
+        if_match: IfMatch = None,
+        minimal: bool = False,
     ) -> AppendResult:
         """See ``Client.append_events``."""
-        return await self._run(self._core.append_events(app_name, user_id, session_id, events, if_match=if_match))
+        return await self._run(
+            self._core.append_events(app_name, user_id, session_id, events, if_match=if_match, minimal=minimal)
+        )
 
     async def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
         """See ``Client.get_user_state``."""

@@ -153,6 +153,7 @@ SPECS: dict[str, Spec] = {
     "EventId": _PATH,
     "IfMatch": Spec("header", any_text, alias="if-match"),
     "IfNoneMatch": Spec("header", any_text, alias="if-none-match"),
+    "Prefer": Spec("header", any_text, alias="prefer"),
     "NumRecentEvents": Spec("query", digits(0)),
     "AfterTimestamp": Spec("query", time_input),
     "Limit": Spec("query", digits(1, MAX_PAGE)),

@@ -86,6 +86,15 @@ IfMatch = Annotated[
     ),
 ]
 
+Prefer = Annotated[
+    str | None,
+    Header(
+        alias="prefer",
+        description="RFC 7240: `return=minimal` answers each stored event as its `id`, `seq` and `timestamp` only "
+        "(the answer's bytes no longer grow with the events'; `Preference-Applied: return=minimal`); otherwise "
+        "ignored",
+    ),
+]
 IfNoneMatch = Annotated[
     str | None,
     Header(

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the signatures' annotations stay text: evaluated (``hints``
         NextToken,
         NumRecentEvents,
         Pairs,
+        Prefer,
         Replace,
         SaveMemoriesRequest,
         SearchQuery,
@@ -172,6 +173,7 @@ def append_event(
     session_id: SessionId,
     body: Annotated[AppendRequest, Body()],
     if_match: IfMatch = None,
+    prefer: Prefer = None,
 ) -> None: ...
 
 
@@ -350,7 +352,8 @@ ROUTES: tuple[Route, ...] = (
         _SESSION + "/events",
         "AppendEventFunction",
         append_event,
-        "Append one event or a batch `{events: [...]}`, idempotent by event id",
+        "Append one event or a batch `{events: [...]}`, idempotent by event id (`Prefer: return=minimal`: the stored "
+        "events answered as their ids, seqs and timestamps)",
         {201: "AppendAnswer", 200: "AppendAnswer"},
         errors=(404, 409, 412, 429),
         headers={201: _ETAG, 200: _ETAG},
