@@ -93,3 +93,19 @@ def test_base_system_messages_over_the_budget_are_still_refused(thousand: Api) -
         "GET", CTX.format(sid="long"), query={"max_chars": "5", "system": "You are a helpful travel agent."}
     )
     assert reply.status == 422 and reply.error["field"] == "system"
+
+
+def test_a_session_read_after_the_summary_reads_the_window_not_the_history(
+    thousand: Api, counter: RequestCounter
+) -> None:
+    """What ADK's Runner reads every turn (``after_summary``): the summary and the events after what it covers, in
+    about as many items as it answers, at 1,000 events as at 10."""
+    assert thousand.request("POST", "/apps/app/users/alice/sessions/long/compact").body["compacted"] is True
+    chat(thousand, "long", 3, start=500)
+    counter.reset()
+    window = thousand.get("long", after_summary="true")
+    assert window.status == 200
+    events = window.body["events"]
+    summaries = [e for e in events if (e.get("actions") or {}).get("compaction")]
+    assert len(summaries) == 1 and len(events) == 2 + 1 + 6  # the 2 raw events kept, the summary, 3 turns after
+    assert counter.items_read <= len(events) + 10, counter.items_read
