@@ -3,6 +3,7 @@ and neither speaks of work items or work sessions instead of the software."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -54,6 +55,11 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+    # The home page is the README as it is now (local/docs_home.py): every command of its fenced blocks is there.
+    home = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "site" / "index.html").read_text()))
+    readme = (ROOT / "README.md").read_text()
+    commands = [line.split("#")[0].strip() for line in readme.splitlines() if line.startswith("make ")]
+    assert commands and all(command in home for command in commands), commands
     assert (tmp_path / "site" / "openapi.json").is_file()
 
 
