@@ -83,3 +83,19 @@ def test_after_summary_reads_the_summary_and_what_follows_what_it_covers(api: Ap
     assert [e["id"] for e in window["events"]] == [e["id"] for e in whole if e["seq"] > covered_end] + ["after"]
     assert window["events"][0]["id"].startswith("t") and summary["id"] in [e["id"] for e in window["events"]]
     assert len(window["events"]) < 20 and api.get("long", after_summary="maybe").status == 400
+
+
+def test_named_events_past_the_response_cap_answer_the_rest_as_unread(api: Api) -> None:
+    assert api.create(session_id="big").status == 201
+    for n in range(14):  # 14 x 400 KB: past the 5 MB a response carries
+        assert api.append("big", text_event("y" * 400_000, id=f"b{n:02}")).status == 201
+    wanted = [f"b{n:02}" for n in range(14)] + ["absent"]
+    first = api.request("GET", "/apps/app/users/alice/sessions/big/events?" + "&".join(f"id={i}" for i in wanted))
+    assert first.status == 200 and len(first.raw) < 5_500_000
+    answered = [e["id"] for e in first.body["events"]]
+    assert answered and answered == wanted[: len(answered)]
+    assert first.body["unread"] == wanted[len(answered) : 14]  # "absent" is not held: neither answered nor unread
+    rest = api.request(
+        "GET", "/apps/app/users/alice/sessions/big/events?" + "&".join(f"id={i}" for i in first.body["unread"])
+    )
+    assert rest.body["events"] and [e["id"] for e in rest.body["events"]] + rest.body["unread"] == first.body["unread"]

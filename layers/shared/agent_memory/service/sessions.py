@@ -324,7 +324,9 @@ class SessionService:
             descending=order == "desc",
             # One more than the page: tells whether more remain without another read.
             limit=None if wanted else page_size + 1,
-            max_bytes=RESPONSE_CAP,
+            # Named events are read whole (at most MAX_BATCH): an id the cap leaves out must be told from one the
+            # session does not hold (``unread``).
+            max_bytes=None if wanted else RESPONSE_CAP,
             verbatim=True,
             marks=marks_of(record),
         )
