@@ -19,7 +19,11 @@ contract suite passes against them), with the state of sessions, users and apps 
 - ``append_event`` appends only onto the version of the session the caller holds (``If-Match``): a session another
   writer appended to since it was read raises ``StaleSessionError`` (a ``ValueError``), as ADK's database service
   does. The server's own events (a scheduled compaction summary) never make a held session stale;
-- ``temp:`` state lives only in the caller's session object, for the invocation, and is never sent.
+- ``temp:`` state lives only in the caller's session object, for the invocation, and is never sent;
+- ``get_session`` without filters (every turn of the Runner) reads the newest summary, which ADK applies as its own
+  ``EventCompaction``, and the events after what it covers: a turn reads as much at 10,000 events as at 30;
+- a rewind event (``Runner.rewind_async``) is appended after the service's rewind deleted the events it drops, so
+  no context, summary or long-term memory keeps a rewound turn.
 
 Written for google-adk 2.x and kept compatible with 1.x (``list_sessions`` without ``user_id``,
 ``get_user_state``, ``add_events_to_memory``, ``add_memory`` and ``delete_memory`` are simply extra methods there).
