@@ -531,8 +531,9 @@ class MemoryService:
     def forget_events(self, key: SessionKey, event_ids: list[str]) -> None:
         """Forget what long-term memory holds of these events of the session (their events are being deleted),
         as ``forget`` does for each: their claims are committed first, so that auto-save never saves them later
-        (the change feed may deliver an event after its deletion), then their records go, their text scrubbed
-        from other records' retrieval context by the store."""
+        (the change feed may deliver an event after its deletion); then the user's memory is fenced, so that a
+        save already past its check of the claims writes nothing of them after this returns; then their records
+        go, their text scrubbed from other records' retrieval context by the store."""
         if not event_ids:
             return
         keys = [claim_key(key.session_id, e) for e in event_ids]
@@ -545,6 +546,10 @@ class MemoryService:
                 futures = [pool.submit(self._claims.commit, key.app_name, key.user_id, c) for c in chunks]
             for future in futures:
                 future.result()
+        # A save that prepared before the marks (it read them unset) must not write after this returns: the
+        # fence makes its write lose its race, and the save prepares again, reading the marks (docs/design.md,
+        # "Forgotten events"). A save that wrote before the fence left a record, which goes below.
+        self._memories.fence(key.app_name, key.user_id)
         # Which are held, read without the search index: most deleted events were never saved.
         doomed = sorted(
             self._memories.held(key.app_name, key.user_id, {event_memory_id(key.session_id, e) for e in event_ids})

@@ -465,6 +465,10 @@ class InMemoryMemoryStore:
                 parts.append(IndexedRecords({r.id: r for r in fresh}, self._build_index(fresh)))
             return [r.id for r in fresh]
 
+    def fence(self, app_name: str, user_id: str) -> None:
+        """Nothing to do: ``add`` prepares and writes under one lock, so no add prepared before this call writes
+        after it."""
+
     def held(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> set[str]:
         with self._lock:
             parts = list(self._parts.get((app_name, user_id), []))

@@ -573,6 +573,14 @@ class MemoryStore(Protocol):
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None: ...
 
+    def fence(self, app_name: str, user_id: str) -> None:
+        """Make every ``add`` that called its ``prepare`` before this call prepare again before it writes: its
+        write, made over what the memory held before the fence, loses to it and is redone. So what ``prepare``
+        reads from elsewhere (the forgotten marks committed before the fence) is read again, and nothing it would
+        now refuse is stored after the fence returns. A store whose ``add`` prepares and writes atomically (under
+        one lock) needs nothing here."""
+        ...
+
     def forget_all(self, app_name: str, user_id: str, before: Before | None = None) -> None:
         """Forget every record of the user. ``before``, when given, is called with the records the forget-all
         replaces as it is written (again if a racing save makes it redo the write): what it raises fails the

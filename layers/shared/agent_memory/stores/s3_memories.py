@@ -799,6 +799,26 @@ class S3MemoryStore:
             listed += self._versions(key)
         self._delete_versions(known + listed)
 
+    def fence(self, app_name: str, user_id: str) -> None:
+        """Write the user's manifest again, unchanged (created empty when the user has none): a save's write,
+        conditional on the manifest it prepared over, then loses its race and prepares again. One read and one
+        write; the cached view stays (it is the same view)."""
+        prefix = user_prefix(app_name, user_id)
+        deadline = time.monotonic() + aws.WRITE_BUDGET_S
+        delay = 0.02
+        while True:
+            manifest = self._read_manifest(prefix)
+            written = self._write_manifest(prefix, manifest.successor(), manifest)
+            if written is not None:
+                break
+            delay = self._backoff(deadline, delay)
+        with self._lock:
+            cached = self._views.get(prefix)
+            if cached is not None and cached[0].etag == manifest.etag and written.etag is not None:
+                self._views[prefix] = (written, cached[1])
+            else:
+                self._views.pop(prefix, None)
+
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         """Forget memories: rewrite the view without them, then delete every object version that held them
         (and the orphans that may go). Idempotent, and it first finishes what an earlier attempt left pending;

@@ -223,15 +223,34 @@ class SqliteMemoryStore:
         """Store those of ``records`` whose ids the user's memory does not hold yet, as one new part; return
         their ids. ``NotStored`` when it failed (nothing of it landed: its transaction rolled back)."""
         try:
-            if prepare is not None:  # off the (cached) view: one process writes this database
-                records = prepare(self.view(app_name, user_id).records)
-            return self._add(app_name, user_id, records)
+            if prepare is None:
+                return self._add(app_name, user_id, records)
+            deadline = time.monotonic() + self._budget_s
+            while True:
+                # Off the (cached) view, and written only if the user's generation is still the view's: a fence
+                # or a forget in between makes it prepare again (``fence``).
+                state = self._state(app_name, user_id)
+                try:
+                    return self._add(app_name, user_id, prepare(state.combined.records), state.generation)
+                except _Changed:
+                    if time.monotonic() > deadline:
+                        raise ServiceUnavailable("this user's memory kept changing; retry", retry_after=1) from None
         except NotStored:
             raise
         except Exception as exc:
             raise NotStored(as_unavailable(exc)) from exc
 
-    def _add(self, app_name: str, user_id: str, records: list[MemoryRecord]) -> list[str]:
+    def fence(self, app_name: str, user_id: str) -> None:
+        """Bump the user's generation: an ``add`` that prepared over an earlier one finds it moved in its write
+        transaction and prepares again."""
+        with unavailable_on_error("could not fence the memory; retry"), self._write() as db:
+            bump_generation(db, app_name, user_id)
+
+    def _add(
+        self, app_name: str, user_id: str, records: list[MemoryRecord], generation: int | None = None
+    ) -> list[str]:
+        """Store the records not held yet; with ``generation`` (the one ``prepare`` read), only while the user's
+        generation is still it (else ``_Changed``, nothing written)."""
         batch = list({r.id: r for r in records}.values())  # a repeated id: the last record, stored once
         if not batch:
             return []
@@ -243,6 +262,8 @@ class SqliteMemoryStore:
             index = self._build_index(fresh)  # outside the transaction: a slow embedder holds no lock
             blob = index.to_bytes()
             with self._write() as db:
+                if generation is not None and read_generation(db, app_name, user_id) != generation:
+                    raise _Changed()
                 raced = held_ids(db, app_name, user_id, [r.id for r in fresh])
                 if not raced:
                     part = IndexedRecords({r.id: r for r in fresh}, index)
