@@ -12,6 +12,7 @@ from agent_memory.policy.state import ScopedDelta
 from agent_memory.stores.dynamo.store import DynamoSessionStore
 from agent_memory.stores.ports import Deletion, EventQuery, SessionStore, Tail, marks_of
 from agent_memory.stores.s3 import S3BlobStore
+from agent_memory.stores.sqlite.store import SqliteSessionStore
 from bench.support.aws_counter import RequestCounter
 from tests.support.aws import BUCKET, TABLE
 from tests.support.sessions import KEY, MARKS, event, record
@@ -128,7 +129,10 @@ def test_a_deletion_committed_during_the_read_is_never_half_seen(store: SessionS
             deleted = True
             # After the first page (8..10), before the second: some read, some not; purged (gone from storage).
             delete(store, 5, 9)
-            store.purge_deleted(KEY, lambda ids: None)
+            if not isinstance(store, SqliteSessionStore):
+                # (SQLite's rows go with the deletion's commit, which its read, one snapshot, does not see; its
+                # purge empties the log and waits for readers: this read's own snapshot, held while need runs.)
+                store.purge_deleted(KEY, lambda ids: None)
             return 3
         return 0
 

@@ -90,6 +90,8 @@ class SqliteDatabase:
         )
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        # Deleted rows' bytes are overwritten with zeros, not left in free pages (``checkpoint`` empties the log).
+        conn.execute("PRAGMA secure_delete = ON")
         return conn
 
     def _take(self, deadline: float) -> sqlite3.Connection:
@@ -157,6 +159,39 @@ class SqliteDatabase:
         """A connection in a ``BEGIN IMMEDIATE`` transaction, committed when the block ends, rolled back when it
         raises. Busy past the timeout, I/O errors, a full disk: ServiceUnavailable, nothing written."""
         return self._transaction(write=True)
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and empty it (``wal_checkpoint(TRUNCATE)``), waiting for readers
+        within the busy timeout: what a deletion overwrote then leaves the log too, not only the file.
+        ServiceUnavailable when a reader (another process holding a snapshot) kept it from finishing: the deleted
+        bytes may still be in the log, and a retry finishes."""
+        if self._memory:
+            return
+        deadline = time.monotonic() + self._busy_timeout_s
+        if not self._write_lock.acquire(timeout=self._busy_timeout_s):
+            raise ServiceUnavailable("the local database is busy with other writes; retry", retry_after=1)
+        try:
+            conn = self._take(deadline)
+            broken = False
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {max(1, int((deadline - time.monotonic()) * 1000))}")
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                broken = True
+                mapped = storage_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+            finally:
+                self._give(conn, broken=broken)
+        finally:
+            self._write_lock.release()
+        if busy:
+            raise ServiceUnavailable(
+                "another reader of the local database holds an old snapshot: deleted text may still be in its "
+                "write-ahead log; retry to finish",
+                retry_after=1,
+            )
 
     def close(self) -> None:
         """Close every connection (those in use close when given back)."""

@@ -151,12 +151,18 @@ class SqliteMemoryStore:
 
     def _checkpoint(self) -> None:
         """Copy the log into the file and empty it, so that overwritten pages of forgotten text go from the log
-        too (best effort: a reader holding an old snapshot makes SQLite leave it for a later checkpoint)."""
-        try:
+        too, waiting for readers within the busy timeout. ServiceUnavailable when a reader holding an old snapshot
+        kept it from finishing: the forgotten text may still be in the log, and a retry of the forget finishes."""
+        with unavailable_on_error("could not empty the memory database's log; retry"), self._write_lock:
             with self._connection() as db:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:
-            logger.warning("memory database checkpoint left for later", extra={"error": repr(exc)})
+                db.execute(f"PRAGMA busy_timeout = {max(1, int(self._budget_s * 1000))}")
+                busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise ServiceUnavailable(
+                "another reader of the memory database holds an old snapshot: forgotten text may still be in its "
+                "write-ahead log; retry to finish",
+                retry_after=1,
+            )
 
     # --- reads ------------------------------------------------------------------------------------------------
 
@@ -334,7 +340,7 @@ class SqliteMemoryStore:
             while True:
                 state = self._state(app_name, user_id)
                 if not ids & set(state.combined.records):
-                    return
+                    break  # forgotten already (a retry after a checkpoint a reader held back ends here)
                 try:
                     self._rewrite_without(app_name, user_id, state, ids)
                     break

@@ -218,9 +218,11 @@ def _listed[C: (UserCursor, AppCursor)](
 
 
 def delete_session(db: SqliteDatabase, key: SessionKey) -> None:
-    """Delete the session row; its state, events and pending changes go with it (one transaction)."""
+    """Delete the session row; its state, events and pending changes go with it (one transaction); then the
+    write-ahead log is emptied, so that their text leaves it too (a retry, the session gone, empties it again)."""
     with db.write() as conn:
         conn.execute(
             "DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND session_id = ?",
             (key.app_name, key.user_id, key.session_id),
         )
+    db.checkpoint()
