@@ -367,3 +367,13 @@ def test_prefer_return_minimal_answers_where_the_events_landed_not_their_bodies(
     assert [e["id"] for e in stored] == ["big", "b2", "b3", "b4"] and stored[1]["content"]["parts"][0][
         "text"
     ] == "y" * 50_000
+
+
+@pytest.mark.parametrize("timestamp", ["1700000000", "1700000000.5", "2024-01-01T00:00:00Z"])
+def test_an_event_time_is_a_json_number_never_a_string(api: Api, timestamp: str) -> None:
+    assert api.create(session_id="s1").status == 201
+    reply = api.append("s1", text_event("hi", timestamp=timestamp))
+    assert reply.status == 422 and reply.error["field"] == "timestamp"
+    batch = api.append("s1", {"events": [text_event("hi", timestamp=timestamp)]})
+    assert batch.status == 422 and batch.error["field"] == "events[0].timestamp"
+    assert api.get("s1").body["events"] == []

@@ -269,3 +269,29 @@ def test_a_session_past_the_response_cap_exports_in_pages_that_import_whole(api:
     assert api.create(session_id="other").status == 201
     foreign = api.request("GET", f"{SESSIONS}/other/export", query={"next_token": pages[0]["next_token"]})
     assert foreign.status == 400 and foreign.error["field"] == "next_token"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("version", 2**63), ("version", 2**53), ("last_seq", 2**63 - 1), ("version", 2**50 + 1)],
+)
+def test_an_imported_counter_past_what_every_store_holds_exactly_is_refused(api: Api, field: str, value: int) -> None:
+    document = {
+        "format": "agent-memory/session@1", "app_name": "app", "user_id": "alice", "session_id": "big",
+        "create_time": 1000.0, "last_update_time": 1000.0, "version": 3, "last_seq": 0, "events": [],
+    } | {field: value}  # fmt: skip
+    reply = api.request("POST", f"{SESSIONS}/import", json_body=document)
+    assert reply.status == 422 and reply.error["field"] == field
+
+
+def test_the_largest_imported_version_keeps_its_etag_exact_after_appends(api: Api) -> None:
+    top = 2**50
+    document = {
+        "format": "agent-memory/session@1", "app_name": "app", "user_id": "alice", "session_id": "top",
+        "create_time": 1000.0, "last_update_time": 1000.0, "version": top, "last_seq": 0, "events": [],
+    }  # fmt: skip
+    assert api.request("POST", f"{SESSIONS}/import", json_body=document).status == 201
+    first = api.append("top", text_event("a"), headers={"If-Match": f'"{top}"'})
+    assert first.status == 201 and first.headers.get("ETag", first.headers.get("etag")) == f'"{top + 1}"'
+    again = api.append("top", text_event("b"), headers={"If-Match": f'"{top + 1}"'})
+    assert again.status == 201 and api.get("top").body["version"] == top + 2

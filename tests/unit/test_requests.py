@@ -150,13 +150,28 @@ def test_check_json_value_bounds_python_values() -> None:
 # --- events ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ts", [0, 0.0, 1_700_000_000.5, MAX_TIMESTAMP, "1700000000"])
+@pytest.mark.parametrize("ts", [0, 0.0, 1_700_000_000.5, MAX_TIMESTAMP])
 def test_event_timestamps_inside_what_dynamodb_and_datetime_hold(ts: Any) -> None:
     assert Event.model_validate(text_event(timestamp=ts)).timestamp == float(ts)
 
 
 @pytest.mark.parametrize(
-    "ts", [-1, -1e12, 1e20, 1e200, MAX_TIMESTAMP + 1, math.nan, math.inf, -math.inf, True, False, "soon", "nan"]
+    "ts",
+    [
+        -1,
+        -1e12,
+        1e20,
+        1e200,
+        MAX_TIMESTAMP + 1,
+        math.nan,
+        math.inf,
+        -math.inf,
+        True,
+        False,
+        "soon",
+        "nan",
+        "1700000000",
+    ],
 )
 def test_event_timestamps_outside_are_refused(ts: Any) -> None:
     with pytest.raises(ValidationError) as info:

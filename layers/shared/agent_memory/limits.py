@@ -67,6 +67,10 @@ MAX_SWEEP_PAYLOAD_BYTES: Final = 250_000  # an asynchronous Lambda invocation's 
 MAX_TRANSACT_ITEMS: Final = 100  # DynamoDB's actions in one TransactWriteItems
 MAX_TRANSACT_BYTES: Final = 3_500_000  # under DynamoDB's 4 MB a transaction, with room for the request's framing
 MAX_SEQ: Final = 2**62  # a session's seq counter: far past any session, inside every store's integer
+# A counter a client may set (an imported version, last_seq, seq): 2^50, so that the appends after it (2^53 - 2^50 of
+# them) keep it within 2^53, the integers every store and JSON client holds exactly (DynamoDB numbers are read back
+# through floats, JavaScript has nothing larger).
+MAX_CLIENT_COUNTER: Final = 2**50
 MAX_SEGMENTS: Final = 8  # small append-only segments of a user's memory on S3 before a save merges them
 MAX_CACHED_PARTS: Final = 64  # memory parts (and views) a container keeps of the users it served (S3)
 MAX_PARTS: Final = 8  # parts of a user's memory in the embedded store before a save merges them

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, Strict
 from pydantic_core import PydanticCustomError
 
 from ..limits import (
+    MAX_CLIENT_COUNTER,
     MAX_MEMO_BYTES,
     MAX_METADATA_BYTES,
     MAX_STATE_BYTES,
@@ -53,6 +54,13 @@ def _not_bool(value: Any) -> Any:
     # pydantic's lax numbers take true/false as 1/0; a boolean is never a number here.
     if isinstance(value, bool):
         raise PydanticCustomError("bool_not_number", "a boolean is not a number")
+    return value
+
+
+def _json_number(value: Any) -> Any:
+    # pydantic's lax floats take "1700000000" too: a time in a JSON body is a number (query times are TimeInput).
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("not_a_number", "a JSON number is expected (seconds since the epoch)")
     return value
 
 
@@ -110,7 +118,7 @@ Identifier = Annotated[
 
 Timestamp = Annotated[
     float,
-    BeforeValidator(_not_bool),
+    BeforeValidator(_json_number),
     AfterValidator(_finite),
     Field(
         ge=MIN_TIMESTAMP,
@@ -143,6 +151,11 @@ Fraction = Annotated[
 
 StrictCount = Annotated[int, Strict()]
 """A JSON integer: not a boolean, not ``2.0``."""
+
+ClientCounter = Annotated[int, Strict(), Field(ge=0, le=MAX_CLIENT_COUNTER)]
+"""A counter a client sets (an imported version, last seq, watermark): a JSON integer from 0 to 2^50
+(``limits.MAX_CLIENT_COUNTER``: what counts on from it stays within what every store and JSON client holds
+exactly)."""
 
 QueryInt = Annotated[int, BeforeValidator(_query_digits)]
 """A query-string integer: plain digits only (``limit=1.0`` and ``limit=true`` are refused)."""

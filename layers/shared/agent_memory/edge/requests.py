@@ -29,6 +29,7 @@ from pydantic import (
 
 from ..limits import (
     MAX_BATCH,
+    MAX_CLIENT_COUNTER,
     MAX_CONTEXT_MEMORIES,
     MAX_EVENT_PAGE,
     MAX_MEMORY_TEXT,
@@ -44,6 +45,7 @@ from ..models import Event, reject_two_spellings
 from ..policy.identifiers import IDENTIFIER_PATTERN
 from . import params
 from .bounds import (
+    ClientCounter,
     Fraction,
     Identifier,
     Memo,
@@ -332,7 +334,9 @@ class ImportedEvent(Event):
 
     id: Identifier = Field(description="the event's id, kept")
     timestamp: Timestamp = Field(description="kept as given")
-    seq: Annotated[int, Strict(), Field(ge=1, description="kept as given; increasing along the list")]
+    seq: Annotated[
+        int, Strict(), Field(ge=1, le=MAX_CLIENT_COUNTER, description="kept as given; increasing along the list")
+    ]
 
     @classmethod
     def _prepare(cls, data: Any) -> Any:
@@ -351,7 +355,7 @@ class ImportedCompaction(_Request):
     """The compaction watermark: the newest summary event and the last seq it covers."""
 
     summary_event_id: Identifier | None = Field(default=None, description="a compaction event of `events`, or null")
-    end_seq: StrictCount = Field(default=0, ge=0)
+    end_seq: ClientCounter = 0
 
 
 class SessionDocument(_Request):
@@ -364,8 +368,8 @@ class SessionDocument(_Request):
     session_id: Identifier = Field(description="the id it is imported under unless `?session_id=` names one")
     create_time: Timestamp
     last_update_time: Timestamp
-    version: StrictCount = Field(ge=0)
-    last_seq: StrictCount = Field(ge=0)
+    version: ClientCounter
+    last_seq: ClientCounter
     state: ImportedState = Field(default_factory=ImportedState)
     memo: Memo = Field(default_factory=dict)
     compaction: ImportedCompaction = Field(default_factory=ImportedCompaction)

@@ -153,10 +153,13 @@ class SqliteMemoryStore:
         """Copy the log into the file and empty it, so that overwritten pages of forgotten text go from the log
         too, waiting for readers within the busy timeout. ServiceUnavailable when a reader holding an old snapshot
         kept it from finishing: the forgotten text may still be in the log, and a retry of the forget finishes."""
-        with unavailable_on_error("could not empty the memory database's log; retry"), self._write_lock:
-            with self._connection() as db:
-                db.execute(f"PRAGMA busy_timeout = {max(1, int(self._budget_s * 1000))}")
-                busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        with (
+            unavailable_on_error("could not empty the memory database's log; retry"),
+            self._write_lock,
+            self._connection() as db,
+        ):
+            db.execute(f"PRAGMA busy_timeout = {max(1, int(self._budget_s * 1000))}")
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             raise ServiceUnavailable(
                 "another reader of the memory database holds an old snapshot: forgotten text may still be in its "
