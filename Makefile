@@ -47,7 +47,9 @@ $(CLIENT_STAMP): clients/python/requirements-test.txt clients/python/pyproject.t
 run: $(STAMP)
 	$(BIN)/python -m local.server --backend $(BACKEND) --data-dir $(DATA_DIR) --auth $(AUTH)
 
-wipe:  # delete everything make run stored, the local signing key with it (stop the server first)
+wipe:  # delete everything make run stored, the local signing key with it (refused while a server holds DATA_DIR)
+	@test ! -e $(DATA_DIR)/.lock || python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1], "a"), fcntl.LOCK_EX | fcntl.LOCK_NB)' $(DATA_DIR)/.lock 2>/dev/null \
+		|| { echo "make wipe: a server is using $(DATA_DIR) ($$(cat $(DATA_DIR)/.lock)): stop it first"; exit 1; }
 	rm -rf $(DATA_DIR)
 
 test: $(STAMP) $(CLIENT_STAMP) lint template

@@ -204,6 +204,50 @@ BACKENDS = ("embedded", "moto")
 AUTH_MODES = ("iam", "jwt")
 
 
+# The embedded backend's lock: one server per data folder (a second one, or ``make wipe``, would lose writes).
+LOCK_FILE = ".lock"
+
+
+class DataDirInUse(SystemExit):
+    """Another process holds the data folder's lock."""
+
+
+def lock_data_dir(data_dir: str) -> Any:
+    """Take the data folder's exclusive lock (``flock``), created 0700 with its files 0600 (the server's umask is
+    077; files an older server made readable are narrowed). Returns the open lock file, held until the process
+    ends. ``DataDirInUse`` (one line, exit status 1) when another server, or ``make wipe``, holds it."""
+    import fcntl
+
+    folder = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    lock = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 (held for the process's life)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise DataDirInUse(
+            f"{data_dir} is in use by {holder}: stop that server first (one server per DATA_DIR)"
+        ) from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}")
+    lock.flush()
+    for path in folder.iterdir():
+        if path.is_file():
+            path.chmod(0o600)
+    return lock
+
+
+class _Server(ThreadingHTTPServer):
+    # The listen backlog: connections a burst opens before the accept loop takes them (socketserver's default,
+    # 5, left clients of a 128-connection burst unanswered or reset).
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 def start(
     host: str,
     port: int,
@@ -258,6 +302,7 @@ def start(
         )
         stop_backend: Callable[[], None] = moto.stop
     else:
+        held = lock_data_dir(data_dir)
         os.environ.update({"BACKEND": "embedded", "DATA_DIR": str(Path(data_dir).resolve())})
         configure_environment(template, None)
         from agent_memory.composition import services
@@ -268,6 +313,7 @@ def start(
 
         def stop_backend() -> None:
             wired.close()
+            held.close()
 
     api = LocalApi(template, authorizer)
 
@@ -304,11 +350,29 @@ def start(
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
-        def log_message(self, format: str, *args: Any) -> None:
-            sys.stderr.write(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else ''}\n")
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """A request the HTTP layer refused (a malformed request line or header, a method no route has):
+            answered as the API answers errors, JSON naming what was wrong, and the connection closed."""
+            self.close_connection = True
+            # A line that names no HTTP version is taken for HTTP/0.9, which has no status line: answer with one.
+            if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+                self.request_version = "HTTP/1.0"
+            payload = json.dumps({"error": {"code": "invalid_request", "message": message or ""}}).encode()
+            with contextlib.suppress(OSError):
+                self.send_response(code, message)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.send_header("connection", "close")
+                self.end_headers()
+                if getattr(self, "command", None) != "HEAD":
+                    self.wfile.write(payload)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+        def log_message(self, format: str, *args: Any) -> None:
+            # A malformed request line leaves command and path unset.
+            command, path = getattr(self, "command", None) or "-", getattr(self, "path", None) or "-"
+            sys.stderr.write(f"{command} {path} -> {args[1] if len(args) > 1 else format % args}\n")
+
+    server = _Server((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     start_schedules(template, float(os.environ.get("SCHEDULE_SECONDS", "10")), stop)
 
@@ -439,6 +503,7 @@ def main(argv: list[str] | None = None) -> None:
         help="how often the scheduled functions (the compaction sweep) run; EventBridge would use the template's",
     )
     args = parser.parse_args(argv)
+    os.umask(0o077)  # what the server creates (the database, its log, keys) is the user's alone
     os.environ["SCHEDULE_SECONDS"] = str(args.schedule_seconds)
     # A terminated server (``kill``, a test's child process) shuts down as on Ctrl-C: the data file is closed.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +22,8 @@ from local.moto_backend import install_transaction_applier, uninstall_transactio
 from local.server import spawned
 from local.template import load_handler
 from tests.support.aws import TABLE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=["embedded", "moto"])
@@ -386,3 +393,63 @@ def test_the_server_imports_numpy_before_any_request_thread_can(tmp_path: Path) 
         [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120, env=env, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "False True"
+
+
+# --- a server one can leave running ------------------------------------------------------------------------------
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_malformed_request_gets_a_json_400_and_the_server_goes_on(tmp_path: Path) -> None:
+    with spawned(data_dir=tmp_path) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for request in (
+            b"GET /a b/c HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"\x00\x01garbage\r\n\r\n",
+            b"GET / HTTP/9.9\r\n\r\n",
+        ):
+            answer = _raw(port, request)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b" ", 2)[1] in (b"400", b"505"), answer
+            assert json.loads(body)["error"]["code"] == "invalid_request"
+        assert httpx.get(f"{url}/apps/a/users/u/sessions", timeout=10).status_code == 200
+
+
+def test_a_burst_of_connections_all_get_an_answer(tmp_path: Path) -> None:
+    with spawned(data_dir=tmp_path) as url:
+        port = int(url.rsplit(":", 1)[1])
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(200)]
+        for conn in sockets:
+            conn.sendall(b"GET /apps/a/users/u/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answered = 0
+        for conn in sockets:
+            with conn:
+                answered += conn.recv(64).startswith(b"HTTP/1.1 200")
+        assert answered == 200
+
+
+def test_one_server_per_data_dir_and_no_wipe_while_it_runs(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with spawned(data_dir=data) as url:
+        assert httpx.post(f"{url}/apps/a/users/u/sessions", json={"session_id": "s"}, timeout=10).status_code == 201
+        second = subprocess.run(
+            [sys.executable, "-m", "local.server", "--port", "0", "--backend", "embedded", "--data-dir", str(data)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines()[-1].startswith(f"{data} is in use by pid ")
+        wipe = subprocess.run(["make", "-s", "wipe", f"DATA_DIR={data}"], cwd=ROOT, capture_output=True, text=True)
+        assert wipe.returncode != 0 and "stop it first" in wipe.stdout
+        assert (data / "agent-memory.sqlite3").exists()
+        # What the server made is its user's alone.
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        assert {stat.S_IMODE(p.stat().st_mode) for p in data.iterdir() if p.is_file()} == {0o600}
+    wipe = subprocess.run(["make", "-s", "wipe", f"DATA_DIR={data}"], cwd=ROOT, capture_output=True, text=True)
+    assert wipe.returncode == 0 and not data.exists()
