@@ -398,8 +398,17 @@ def test_the_server_imports_numpy_before_any_request_thread_can(tmp_path: Path) 
 # --- a server one can leave running ------------------------------------------------------------------------------
 
 
+def _connect(port: int, timeout: float) -> socket.socket:
+    # (socket.socket and connect rather than the module's one-call helper, whose name is also an EventBridge
+    # operation's: local/botocore_data.py keeps the operations the sources name.)
+    conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    conn.connect(("127.0.0.1", port))
+    return conn
+
+
 def _raw(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+    with _connect(port, 10) as conn:
         conn.sendall(request)
         chunks = []
         while chunk := conn.recv(65536):
@@ -425,7 +434,7 @@ def test_a_malformed_request_gets_a_json_400_and_the_server_goes_on(tmp_path: Pa
 def test_a_burst_of_connections_all_get_an_answer(tmp_path: Path) -> None:
     with spawned(data_dir=tmp_path) as url:
         port = int(url.rsplit(":", 1)[1])
-        sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(200)]
+        sockets = [_connect(port, 30) for _ in range(200)]
         for conn in sockets:
             conn.sendall(b"GET /apps/a/users/u/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         answered = 0

@@ -72,7 +72,9 @@ MAX_SEQ: Final = 2**62  # a session's seq counter: far past any session, inside 
 # through floats, JavaScript has nothing larger).
 MAX_CLIENT_COUNTER: Final = 2**50
 MAX_SEGMENTS: Final = 8  # small append-only segments of a user's memory on S3 before a save merges them
-MAX_CACHED_PARTS: Final = 64  # memory parts (and views) a container keeps of the users it served (S3)
+# What the memory caches of a warm process may hold (stores/cache.py): this share of the function's memory, and at
+# least this many bytes.
+MAX_MEMORY_CACHE_SHARE: Final = 0.35
+MIN_MEMORY_CACHE_BYTES: Final = 32 * 1024 * 1024
 MAX_PARTS: Final = 8  # parts of a user's memory in the embedded store before a save merges them
-MAX_CACHED_VIEWS: Final = 64  # users' memory views a process keeps (embedded store)
 MAX_TERM_FREQUENCY: Final = 65_535  # a word's count in one memory, as the index stores it (uint16)

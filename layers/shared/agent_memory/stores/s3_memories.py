@@ -63,9 +63,10 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ServiceUnavailable
-from ..limits import MAX_CACHED_PARTS, MAX_SEGMENTS
+from ..limits import MAX_SEGMENTS
 from ..runtime import aws
 from ..runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from .cache import ByteBudgetCache, cache_budget, indexed_bytes
 from .memory_parts import CombinedRecords, decode_part, encode_part, read_part
 from .ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 
@@ -194,7 +195,8 @@ class S3MemoryStore:
     """Records and indexes of every user, in the context bucket. ``index`` adapts ``search.index``.
 
     ``orphan_grace_s``: how old an unreferenced part must be before a merge or forget deletes it (tests lower
-    it); ``inline_max_bytes``: the bound of the records a manifest holds inline (``INLINE_MAX_BYTES``). The
+    it); ``inline_max_bytes``: the bound of the records a manifest holds inline (``INLINE_MAX_BYTES``);
+    ``cache_bytes``: what the container keeps of the users' memories (``cache.cache_budget()``). The
     retry loops stop at ``aws.WRITE_BUDGET_S`` and answer ``ServiceUnavailable`` (503)."""
 
     def __init__(
@@ -206,6 +208,7 @@ class S3MemoryStore:
         combine: Callable[[list[Any]], Any],
         orphan_grace_s: float | None = None,
         inline_max_bytes: int | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         self._client = client
         self._bucket = bucket
@@ -215,8 +218,15 @@ class S3MemoryStore:
         self._orphan_grace_s = orphan_grace_s  # None: ORPHAN_GRACE_S, read when used
         self._inline_max_bytes = inline_max_bytes  # None: INLINE_MAX_BYTES, read when used
         self._lock = threading.Lock()  # the caches are shared by the threads of a local server
-        self._parts: dict[str, IndexedRecords] = {}  # immutable objects, by key
-        self._views: dict[str, tuple[Manifest, IndexedRecords]] = {}  # user prefix -> (manifest, combined view)
+        # What a warm container keeps, bounded by bytes (``cache.py``): immutable parts by key, and each user's
+        # manifest with the combined view it names (a user's view and its parts share no arrays: both count).
+        budget = cache_budget() if cache_bytes is None else cache_bytes
+        self._parts: ByteBudgetCache[str, IndexedRecords] = ByteBudgetCache(
+            int(budget * 0.4), lambda part: indexed_bytes(part.records, part.index)
+        )
+        self._views: ByteBudgetCache[str, tuple[Manifest, IndexedRecords]] = ByteBudgetCache(
+            int(budget * 0.6), lambda cached: indexed_bytes(cached[1].records, cached[1].index)
+        )
 
     @property
     def _s3(self) -> Any:
@@ -271,10 +281,10 @@ class S3MemoryStore:
 
     def _forget_view(self, prefix: str, parts_too: bool = False) -> None:
         with self._lock:
-            self._views.pop(prefix, None)
+            self._views.pop(prefix)
             if parts_too:
                 for key in [k for k in self._parts if k.startswith(prefix)]:
-                    del self._parts[key]
+                    self._parts.pop(key)
 
     # --- parts ----------------------------------------------------------------------------------------------
 
@@ -339,9 +349,7 @@ class S3MemoryStore:
     def _remember(self, key: str, part: IndexedRecords) -> None:
         """Cache an immutable part; a warm container serving many users keeps only the most recent ones."""
         with self._lock:
-            if len(self._parts) >= MAX_CACHED_PARTS:
-                self._parts.pop(next(iter(self._parts)))
-            self._parts[key] = part
+            self._parts.put(key, part)
 
     def _discard(self, key: str | None) -> None:
         """Delete (every version of) a part this call wrote and no manifest names; best effort, since a part
@@ -366,7 +374,7 @@ class S3MemoryStore:
         """Delete the given object versions for good (the bucket is versioned: nothing may remain)."""
         with self._lock:
             for v in versions:
-                self._parts.pop(v["Key"], None)
+                self._parts.pop(v["Key"])
         for start in range(0, len(versions), 1000):
             batch = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in versions[start : start + 1000]]
             response = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": batch, "Quiet": True})
@@ -448,9 +456,7 @@ class S3MemoryStore:
         view, missing = self._combined(manifest)
         if manifest.etag is not None and not missing:
             with self._lock:
-                if len(self._views) >= MAX_CACHED_PARTS:
-                    self._views.pop(next(iter(self._views)))
-                self._views[prefix] = (manifest, view)
+                self._views.put(prefix, (manifest, view))
         return manifest, view, missing
 
     def _merge(self, prefix: str, new: Manifest, forgotten: frozenset[str] = frozenset()) -> str | None:
@@ -760,10 +766,7 @@ class S3MemoryStore:
             return
         combined = IndexedRecords(CombinedRecords([view.records, added.records]), index)
         with self._lock:
-            self._views.pop(prefix, None)
-            if len(self._views) >= MAX_CACHED_PARTS:
-                self._views.pop(next(iter(self._views)))
-            self._views[prefix] = (written, combined)
+            self._views.put(prefix, (written, combined))
 
     def _scrub_manifests(self, prefix: str) -> bool:
         """Delete every earlier version of the manifest (a forget left them: one may hold a forgotten record
@@ -815,9 +818,9 @@ class S3MemoryStore:
         with self._lock:
             cached = self._views.get(prefix)
             if cached is not None and cached[0].etag == manifest.etag and written.etag is not None:
-                self._views[prefix] = (written, cached[1])
+                self._views.put(prefix, (written, cached[1]))
             else:
-                self._views.pop(prefix, None)
+                self._views.pop(prefix)
 
     def forget(self, app_name: str, user_id: str, memory_ids: Iterable[str]) -> None:
         """Forget memories: rewrite the view without them, then delete every object version that held them

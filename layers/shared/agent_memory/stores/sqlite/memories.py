@@ -32,15 +32,15 @@ import logging
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import ServiceUnavailable
-from ...limits import MAX_CACHED_VIEWS, MAX_PARTS
+from ...limits import MAX_PARTS
 from ...runtime import aws
 from ...runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
+from ..cache import ByteBudgetCache, cache_budget, indexed_bytes
 from ..ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
 from .memory_statements import (
     SCHEMA,
@@ -67,6 +67,11 @@ class _View:
     combined: IndexedRecords
 
 
+def _view_bytes(view: _View) -> int:
+    combined = indexed_bytes(view.combined.records, view.combined.index)
+    return combined + sum(indexed_bytes(p.records, p.index) for p in view.parts.values() if p is not view.combined)
+
+
 class _Changed(Exception):
     """The user's memory changed between the read and the write transaction: read again."""
 
@@ -85,6 +90,7 @@ class SqliteMemoryStore:
         *,
         busy_timeout_s: float = 5.0,
         write_budget_s: float | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         self._path = str(path)
         self._build_index = build_index
@@ -96,9 +102,13 @@ class SqliteMemoryStore:
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()  # this process's writers queue here, not in SQLite's busy handler
         self._cache_lock = threading.Lock()
-        self._views: OrderedDict[tuple[str, str], _View] = OrderedDict()
-        # Parts this process wrote lately, so that the next view need not read and decode them again.
-        self._written: OrderedDict[int, IndexedRecords] = OrderedDict()
+        # Bounded by bytes (``stores/cache.py``): the users' views (a view's parts and their combination both
+        # count), and the parts this process wrote lately, so that the next view need not read and decode them.
+        budget = cache_budget() if cache_bytes is None else cache_bytes
+        self._views: ByteBudgetCache[tuple[str, str], _View] = ByteBudgetCache(int(budget * 0.8), _view_bytes)
+        self._written: ByteBudgetCache[int, IndexedRecords] = ByteBudgetCache(
+            int(budget * 0.2), lambda part: indexed_bytes(part.records, part.index)
+        )
         with self._connection() as db, unavailable_on_error("could not open the memory database"):
             db.executescript(SCHEMA)
 
@@ -182,8 +192,6 @@ class SqliteMemoryStore:
         with self._connection() as db:
             generation = read_generation(db, app_name, user_id)
             if cached is not None and cached.generation == generation:
-                with self._cache_lock:
-                    self._views.move_to_end(key)
                 return cached
             # One read transaction: the generation and the parts it names are one snapshot (WAL readers see a
             # consistent state while writers go on).
@@ -207,10 +215,7 @@ class SqliteMemoryStore:
         with self._cache_lock:
             current = self._views.get(key)
             if current is None or current.generation <= generation:
-                self._views[key] = view
-                self._views.move_to_end(key)
-                while len(self._views) > MAX_CACHED_VIEWS:
-                    self._views.popitem(last=False)
+                self._views.put(key, view)
         return view
 
     def _read_parts(self, db: sqlite3.Connection, part_ids: list[int]) -> dict[int, IndexedRecords]:
@@ -293,13 +298,11 @@ class SqliteMemoryStore:
     def _known(self, cached: _View | None) -> dict[int, IndexedRecords]:
         """The decoded parts at hand: those of the cached view and those this process wrote lately."""
         with self._cache_lock:
-            return {**(cached.parts if cached is not None else {}), **self._written}
+            return {**(cached.parts if cached is not None else {}), **self._written.values()}
 
     def _remember(self, part_id: int, part: IndexedRecords) -> None:
         with self._cache_lock:
-            self._written[part_id] = part
-            while len(self._written) > MAX_CACHED_VIEWS:
-                self._written.popitem(last=False)
+            self._written.put(part_id, part)
 
     def _merge_if_needed(
         self, db: sqlite3.Connection, app_name: str, user_id: str, at_hand: dict[int, IndexedRecords]
@@ -413,5 +416,5 @@ class SqliteMemoryStore:
                 if time.monotonic() > deadline:  # a save landed after the view was read: read it again
                     raise ServiceUnavailable("too many concurrent saves on this user's memory; retry", retry_after=1)
             with self._cache_lock:
-                self._views.pop((app_name, user_id), None)
+                self._views.pop((app_name, user_id))
         self._checkpoint()
