@@ -114,3 +114,21 @@ def test_an_export_past_the_response_cap_is_413(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr("agent_memory.service.transfer.RESPONSE_CAP", 1_000)
     with pytest.raises(PayloadTooLarge):
         transfer.export_session("app", "u", "s")
+
+
+def test_exports_are_read_by_libyaml_with_the_same_resolution() -> None:
+    """libyaml parses (the layer's PyYAML has it) and the loader resolves as the Python one does: a 900 KB export
+    reads to the same tree with either parser, dates left strings."""
+    import yaml
+
+    from agent_memory.wire import yamlio
+
+    assert yaml.__with_libyaml__ and yamlio._LOADER is not yamlio._JsonLoader
+    document = {
+        "events": [
+            {"id": f"e{i}", "seq": i + 1, "content": {"parts": [{"text": "word " * 30}]}, "d": "2024-01-01"}
+            for i in range(2500)
+        ]
+    }
+    text = yaml.safe_dump(document)
+    assert yamlio.parse_yaml_body(text) == yaml.load(text, Loader=yamlio._JsonLoader) == document

@@ -35,26 +35,44 @@ YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "
 _RESOLVED = {"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 
 
-class _JsonLoader(yaml.SafeLoader):
-    """SafeLoader resolving only JSON's scalar types; duplicate keys refused."""
+class _JsonMappings:
+    """Mappings as JSON's objects: string keys, each once."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
             if not isinstance(key, str):
                 raise ConstructorError(None, None, "mapping keys must be strings", key_node.start_mark)
             if key in seen:
                 raise ConstructorError(None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)  # type: ignore[misc]
         return mapping
+
+
+class _JsonLoader(_JsonMappings, yaml.SafeLoader):
+    """SafeLoader resolving only JSON's scalar types; duplicate keys refused."""
 
 
 _JsonLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag in _RESOLVED]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+# libyaml's parser where PyYAML has it (the layer's wheel does): the same resolution and construction, in Python, over
+# events parsed in C, about ten times faster (an 855 KB export took 5 s of CPU to read with the Python parser,
+# against the function's 29 s).
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _CJsonLoader(_JsonMappings, yaml.CSafeLoader):
+        """``_JsonLoader`` over libyaml's parser."""
+
+        yaml_implicit_resolvers = _JsonLoader.yaml_implicit_resolvers
+
+    _LOADER: type[Any] = _CJsonLoader
+else:  # pragma: no cover (a PyYAML built without libyaml)
+    _LOADER = _JsonLoader
 
 
 def content_type_is_yaml(value: str | None) -> bool:
@@ -67,7 +85,7 @@ def content_type_is_yaml(value: str | None) -> bool:
 def _check_events(text: str) -> None:
     """Refuse aliases, anchors, tags and nesting past the bound, on the parser's event stream (no recursion)."""
     depth = 0
-    for event in yaml.parse(text, Loader=_JsonLoader):
+    for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, yaml.AliasEvent):
             raise JsonRejected("YAML aliases (*name) are refused; write the value out")
         if getattr(event, "anchor", None) is not None:
@@ -93,7 +111,7 @@ def parse_yaml_body(text: str) -> Any:
         raise JsonRejected("body is not valid Unicode text (a lone surrogate)") from exc
     try:
         _check_events(text)
-        value = yaml.load(text, Loader=_JsonLoader)
+        value = yaml.load(text, Loader=_LOADER)
     except JsonRejected:
         raise
     except MarkedYAMLError as exc:
