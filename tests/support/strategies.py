@@ -301,12 +301,23 @@ _TIMESTAMPS = (
 )
 
 
+# Integers at the edges of what the stores hold: JSON clients and DynamoDB's reads through floats (2^53), SQLite's and
+# Python's 64-bit conversions (2^63), the service's own counters' bound (2^50), and past all of them.
+_EDGE_INTEGERS = (2**50, 2**50 + 1, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, -(2**63), 10**38)
+
+
+def edge_integers() -> st.SearchStrategy[int]:
+    return st.sampled_from(_EDGE_INTEGERS)
+
+
 def timestamps() -> st.SearchStrategy[Any]:
     return st.one_of(
         st.none(),
         st.floats(1.6e9, 1.9e9),
         st.sampled_from(_TIMESTAMPS),
         st.floats(allow_nan=False, allow_infinity=False),
+        edge_integers(),
+        st.sampled_from(("1700000000", "1.7e9")),  # numbers spelt as strings: refused
     )
 
 
@@ -358,7 +369,7 @@ def adk_events() -> st.SearchStrategy[dict[str, Any]]:
         custom_metadata=values(),
         customMetadata=values(),
         turn_id=st.one_of(st.integers(), st.text(max_size=5), st.floats(), st.booleans()),
-        seq=st.one_of(st.integers(), st.floats()),
+        seq=st.one_of(st.integers(), st.floats(), edge_integers()),
         long_running_tool_ids=st.one_of(st.lists(st.text(max_size=4), max_size=3), json_values(2)),
         partial=st.one_of(st.booleans(), st.integers()),
     )
@@ -452,10 +463,10 @@ def import_bodies() -> st.SearchStrategy[Any]:
         lambda e, eid, seq: {**e, "id": eid, "seq": seq} if isinstance(e, dict) else e,
         st.one_of(adk_events(), poisons(), json_values(2)),
         st.sampled_from(EVENT_IDS),
-        st.one_of(st.integers(-1, 6), st.just(True), st.just(2.0)),
+        st.one_of(st.integers(-1, 6), st.just(True), st.just(2.0), edge_integers()),
     )
     ids = st.one_of(st.sampled_from(SESSIONS), st.just("import"), st.text(max_size=8), st.integers())
-    counts = st.one_of(st.integers(-1, 8), st.just(True), st.just(2**70), st.just("3"))
+    counts = st.one_of(st.integers(-1, 8), st.just(True), st.just("3"), edge_integers())
     document = _object(
         format=st.sampled_from(("agent-memory/session@1", "agent-memory/session@1", "agent-memory/session@2", "")),
         app_name=st.sampled_from(APPS),

@@ -10,6 +10,7 @@ a request both take must reach the handler with the same arguments, of the same 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -194,8 +195,14 @@ def test_a_common_search_body_is_read_without_pydantic_as_pydantic_reads_it() ->
         assert params.arguments(handler, {"app_name": "a", "user_id": "u"}, None, None, {}, lambda r=refused: r) is None
 
 
-def test_the_lean_reading_takes_many_requests_and_leaves_many() -> None:
-    """The parity above is not vacuous: params.py took (and so was compared on) many requests, and left some."""
+@pytest.fixture(scope="module", autouse=True)
+def the_lean_reading_takes_many_requests_and_leaves_many() -> Iterator[None]:
+    """The parity of this module is not vacuous: once its tests ran in this process (whatever their order),
+    params.py took (and so was compared on) many requests, and left some. Judged when they all ran here (about
+    3,900 requests): a ``-k`` selection, or pytest-xdist spreading the module over processes, runs a share."""
+    yield
+    if LEAN["taken"] + LEAN["left"] < 3500:
+        return
     assert LEAN["taken"] > 1000 and LEAN["left"] > 500, LEAN
     assert LEAN.get("bodies", 0) > 40, LEAN  # create's and search's bodies taken without pydantic
     assert LEAN.get("searches", 0) > 100, LEAN
