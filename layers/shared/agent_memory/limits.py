@@ -15,6 +15,9 @@ from typing import Final
 MAX_BODY_BYTES: Final = 6_000_000  # Lambda's request payload limit: a larger body never reaches a deployed function
 MAX_BATCH: Final = 100  # events in one append, memories in one save
 MAX_STATE_BYTES: Final = 300_000  # a session's own state and each state delta (fits the 400 KB session item)
+# Keys of one state delta (or a create's state): each is a clause of one DynamoDB update expression, which DynamoDB
+# bounds at 4 KB (about 250 keys; moto's parser gave out at 156); well inside it, with the append's own clauses.
+MAX_STATE_KEYS: Final = 100
 MAX_METADATA_BYTES: Final = 100_000  # custom_metadata, a chat message's metadata, a memory's metadata, a policy
 MAX_TOOL_JSON_BYTES: Final = 2_000_000  # a function call's args, a function response's response
 MAX_MEMO_BYTES: Final = 65_536  # a session's memo (PUT …/memo, exports)

@@ -20,6 +20,7 @@ from ..limits import (
     MAX_MEMO_BYTES,
     MAX_METADATA_BYTES,
     MAX_STATE_BYTES,
+    MAX_STATE_KEYS,
     MAX_TIMESTAMP,
     MAX_TOOL_JSON_BYTES,
     MAX_VALUE_DEPTH,
@@ -164,10 +165,22 @@ State = Annotated[
     dict[str, Any],
     _bounded_json(MAX_STATE_BYTES),
     Field(
-        description=f"a JSON object: at most {MAX_STATE_BYTES} bytes as JSON, nesting at most {MAX_VALUE_DEPTH} "
-        "levels, numbers DynamoDB holds; `app:` / `user:` keys go to those scopes, `temp:` keys are never stored"
+        max_length=MAX_STATE_KEYS,
+        description=f"a JSON object: at most {MAX_STATE_KEYS} keys and {MAX_STATE_BYTES} bytes as JSON, nesting at "
+        f"most {MAX_VALUE_DEPTH} levels, numbers DynamoDB holds; `app:` / `user:` keys go to those scopes, `temp:` "
+        "keys are never stored",
     ),
 ]
+
+ScopeState = Annotated[
+    dict[str, Any],
+    _bounded_json(MAX_STATE_BYTES),
+    Field(
+        description=f"a JSON object: at most {MAX_STATE_BYTES} bytes as JSON (any number of keys: a session's state "
+        f"gathers them over many deltas of at most {MAX_STATE_KEYS})"
+    ),
+]
+"""A scope's state in an import document: ``State`` without the bound on keys of one delta."""
 
 Metadata = Annotated[
     dict[str, Any],

@@ -35,6 +35,7 @@ from ..limits import (
     MAX_PARAMETER_CHARS,
     MAX_QUERY_CHARS,
     MAX_STATE_BYTES,
+    MAX_STATE_KEYS,
     MAX_TIMESTAMP,
     MAX_TOP_K,
     MAX_VALUE_DEPTH,
@@ -209,7 +210,7 @@ def new_session(body: Any) -> Any:
     if session_id is not None and (not isinstance(session_id, str) or not _IDENTIFIER.fullmatch(session_id)):
         return UNSURE
     if state is not None:
-        if not isinstance(state, dict):
+        if not isinstance(state, dict) or len(state) > MAX_STATE_KEYS:
             return UNSURE
         try:
             size = check_json_value(state, max_depth=MAX_VALUE_DEPTH)

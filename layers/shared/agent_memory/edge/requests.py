@@ -52,6 +52,7 @@ from .bounds import (
     Metadata,
     Policy,
     QueryInt,
+    ScopeState,
     State,
     StrictCount,
     TimeInput,
@@ -346,9 +347,9 @@ class ImportedEvent(Event):
 class ImportedState(_Request):
     """A session's state by scope, keys without their prefixes."""
 
-    session: State = Field(default_factory=dict, description="the session's own keys (no `app:`/`user:`/`temp:`)")
-    user: State = Field(default_factory=dict, description="`user:` keys, without the prefix: set for the user")
-    app: State = Field(default_factory=dict, description="`app:` keys, without the prefix: set for the app")
+    session: ScopeState = Field(default_factory=dict, description="the session's own keys (no `app:`/`user:`/`temp:`)")
+    user: ScopeState = Field(default_factory=dict, description="`user:` keys, without the prefix: set for the user")
+    app: ScopeState = Field(default_factory=dict, description="`app:` keys, without the prefix: set for the app")
 
 
 class ImportedCompaction(_Request):

@@ -29,6 +29,7 @@ from ..limits import (
     MAX_BATCH,
     MAX_METADATA_BYTES,
     MAX_STATE_BYTES,
+    MAX_STATE_KEYS,
     MAX_TIMESTAMP,
     MAX_TOOL_JSON_BYTES,
     MAX_VALUE_DEPTH,
@@ -130,11 +131,11 @@ def _timestamp(value: Any) -> Any:
     return value
 
 
-def _json_object(max_bytes: int) -> Reader:
-    """``bounds.State`` / ``Metadata`` / ``ToolJson``: a JSON object within the depth and the size."""
+def _json_object(max_bytes: int, max_keys: int | None = None) -> Reader:
+    """``bounds.State`` / ``Metadata`` / ``ToolJson``: a JSON object within the depth, the size (and the keys)."""
 
     def read(value: Any) -> Any:
-        if type(value) is not dict:
+        if type(value) is not dict or (max_keys is not None and len(value) > max_keys):
             return UNSURE
         try:
             size = check_json_value(value, max_depth=MAX_VALUE_DEPTH)
@@ -276,7 +277,7 @@ ACTIONS = Model(
     "EventActions",
     [
         ("skip_summarization", _optional(_flag), None),
-        ("state_delta", _json_object(MAX_STATE_BYTES), dict),
+        ("state_delta", _json_object(MAX_STATE_BYTES, MAX_STATE_KEYS), dict),
         ("artifact_delta", _METADATA, dict),
         ("transfer_to_agent", _STR, None),
         ("escalate", _optional(_flag), None),

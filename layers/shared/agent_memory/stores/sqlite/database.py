@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from ...errors import PayloadTooLarge, ServiceUnavailable
 from ...runtime.aws import WRITE_BUDGET_S
+from .gate import FileGate, gate_for
 from .schema import create_schema
 
 # Idle connections kept for reuse; more are opened under load and closed when given back.
@@ -68,6 +69,7 @@ class SqliteDatabase:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self._synchronous = synchronous.upper()
         self._write_lock = threading.Lock()
+        self._gate = gate_for(self.path) if not self._memory else FileGate()
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._closed = False
         first = self._open()
@@ -123,30 +125,32 @@ class SqliteDatabase:
         if write and not self._write_lock.acquire(timeout=self._busy_timeout_s):
             raise ServiceUnavailable("the local database is busy with other writes; retry", retry_after=1)
         try:
-            conn = self._take(deadline)
-            broken = False
-            try:
-                if write:
-                    # What is left of the budget for another process's lock.
-                    remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                    conn.execute(f"PRAGMA busy_timeout = {remaining_ms}")
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            # Shared with this process's other transactions; a checkpoint emptying the log waits for them (gate.py).
+            with self._gate.shared():
+                conn = self._take(deadline)
+                broken = False
                 try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                broken = not isinstance(exc, sqlite3.IntegrityError)
-                mapped = storage_error(exc)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-            finally:
-                self._give(conn, broken=broken)
+                    if write:
+                        # What is left of the budget for another process's lock.
+                        remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                        conn.execute(f"PRAGMA busy_timeout = {remaining_ms}")
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                    try:
+                        yield conn
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            with contextlib.suppress(sqlite3.Error):
+                                conn.execute("ROLLBACK")
+                        raise
+                except sqlite3.Error as exc:
+                    broken = not isinstance(exc, sqlite3.IntegrityError)
+                    mapped = storage_error(exc)
+                    if mapped is None:
+                        raise
+                    raise mapped from exc
+                finally:
+                    self._give(conn, broken=broken)
         finally:
             if write:
                 self._write_lock.release()
@@ -174,8 +178,10 @@ class SqliteDatabase:
             conn = self._take(deadline)
             broken = False
             try:
-                conn.execute(f"PRAGMA busy_timeout = {max(1, int((deadline - time.monotonic()) * 1000))}")
-                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                # This process's transactions drained first: only another process's reader can hold the log.
+                with self._gate.exclusive(max(0.0, deadline - time.monotonic())):
+                    conn.execute(f"PRAGMA busy_timeout = {max(1, int((deadline - time.monotonic()) * 1000))}")
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.Error as exc:
                 broken = True
                 mapped = storage_error(exc)

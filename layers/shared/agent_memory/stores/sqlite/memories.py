@@ -42,6 +42,7 @@ from ...runtime import aws
 from ...runtime.lazyclass import dataclass  # processed on first instance (lazyclass.py)
 from ..cache import ByteBudgetCache, cache_budget, indexed_bytes
 from ..ports import Before, IndexedRecords, MemoryRecord, NotStored, Prepare, without_fragments
+from .gate import gate_for
 from .memory_statements import (
     SCHEMA,
     as_unavailable,
@@ -101,6 +102,7 @@ class SqliteMemoryStore:
         self._pool: list[sqlite3.Connection] = []  # idle connections (a server's threads come and go)
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()  # this process's writers queue here, not in SQLite's busy handler
+        self._gate = gate_for(self._path)
         self._cache_lock = threading.Lock()
         # Bounded by bytes (``stores/cache.py``): the users' views (a view's parts and their combination both
         # count), and the parts this process wrote lately, so that the next view need not read and decode them.
@@ -115,17 +117,22 @@ class SqliteMemoryStore:
     # --- connections ------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
+    def _connection(self, *, gated: bool = True) -> Iterator[sqlite3.Connection]:
+        """A pooled connection, its use shared with this process's other transactions on the file (``gate.py``):
+        a checkpoint emptying the log (``gated=False``) waits for them."""
         with self._pool_lock:
             db = self._pool.pop() if self._pool else None
         if db is None:
             db = self._connect()
         try:
-            yield db
+            with self._gate.shared() if gated else contextlib.nullcontext():
+                try:
+                    yield db
+                finally:
+                    if db.in_transaction:  # an error inside a transaction: leave nothing half done on a pooled one
+                        with contextlib.suppress(sqlite3.Error):
+                            db.execute("ROLLBACK")
         finally:
-            if db.in_transaction:  # an error inside a transaction: leave nothing half done on a pooled one
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
             with self._pool_lock:
                 self._pool.append(db)
 
@@ -166,7 +173,8 @@ class SqliteMemoryStore:
         with (
             unavailable_on_error("could not empty the memory database's log; retry"),
             self._write_lock,
-            self._connection() as db,
+            self._connection(gated=False) as db,
+            self._gate.exclusive(self._budget_s),
         ):
             db.execute(f"PRAGMA busy_timeout = {max(1, int(self._budget_s * 1000))}")
             busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
