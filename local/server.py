@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import importlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +35,8 @@ from urllib.parse import urlsplit
 from .apigw import LambdaContext, http_api_event, response_body
 from .auth import AUDIENCE, ISSUER, UNAUTHORIZED_BODY, JwtAuthorizer, Unauthorized, auth_dir, jwt_authorizer_context
 from .changefeed import start_change_feed
+from .probe import answers
+from .probe import free_port as free_port  # re-exported: the tests and benches take it from here
 from .streams import start_stream_mappings
 from .template import (
     Route,
@@ -59,12 +59,6 @@ LOCAL_BUCKET = "agent-memory-local-context"
 # so a longer window is cheaper there. Locally nothing is paid, and a developer trying auto-save expects to find
 # a turn in search within seconds, not five minutes; the batch size stays the template's.
 LOCAL_AUTOSAVE_WINDOW_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalApi:
@@ -449,7 +443,7 @@ def spawn(
         )
         try:
             deadline = time.monotonic() + startup_s
-            while not _answers(port):
+            while not answers(port):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     raise RuntimeError(f"local server did not start:\n{log.read()[-5000:]}")
@@ -462,18 +456,6 @@ def spawn(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def _answers(port: int) -> bool:
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        try:
-            connection.request("GET", "/-ready")
-            return connection.getresponse().status == 404
-        finally:
-            connection.close()
-    except OSError:
-        return False
 
 
 def main(argv: list[str] | None = None) -> None:

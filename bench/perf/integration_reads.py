@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +50,8 @@ sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))  # the working tree
 from agent_memory_client import AsyncClient, Client  # noqa: E402
 from agent_memory_client.adk import RemoteSessionService  # noqa: E402
 from agent_memory_client.langchain import RemoteCheckpointSaver  # noqa: E402
+
+from local.probe import answers, free_port  # noqa: E402
 
 USER_TEXT = "Tell me more about the harbour walk, the museum opening hours and where to eat near the old bridge"
 
@@ -101,41 +101,22 @@ class AsyncCountingTransport(httpx.AsyncHTTPTransport):
         return response
 
 
-# --- the server (as clients/python/tests/conftest.py starts it; a bench does not import tests) ---------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    # The server answers 404 route_not_found on a path no route matches: up, and no handler loaded yet.
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        try:
-            connection.request("GET", "/-ready")
-            return connection.getresponse().status == 404
-        finally:
-            connection.close()
-    except OSError:
-        return False
+# --- the server (as local.server.spawn starts it, which this environment cannot import) -----------------
 
 
 @contextlib.contextmanager
 def local_server(backend: str = "embedded", startup_s: float = 90) -> Iterator[str]:
     """`make run` in a child process on free ports and a fresh data folder; yields its base URL, then stops it."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "VIRTUAL_ENV", "PYTHON"))}
     env |= {"PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryDirectory(prefix="agent-memory-bench-") as folder, open(Path(folder) / "log", "w+") as log:
         command = [str(SERVER_PYTHON), "-m", "local.server", "--port", str(port), "--backend", backend]
-        command += ["--data-dir", str(Path(folder) / "data"), "--moto-port", str(_free_port()), "--auth", "iam"]
+        command += ["--data-dir", str(Path(folder) / "data"), "--moto-port", str(free_port()), "--auth", "iam"]
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + startup_s
-            while not _answers(port):
+            while not answers(port):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     raise RuntimeError(f"local server did not start:\n{log.read()[-5000:]}")

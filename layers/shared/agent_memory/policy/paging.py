@@ -143,8 +143,8 @@ def _whole(value: Any) -> TypeGuard[int]:
 
 
 def decode_event_token(app_name: str, user_id: str, session_id: str, incarnation: str, token: str) -> EventCursor:
-    """The cursor a token holds; InvalidInput naming ``next_token`` for anything not issued for this session."""
-    bad = InvalidInput("next_token is malformed or was not issued for this session", field="next_token")
+    """The cursor a token holds; InvalidInput naming ``next_token`` for anything not issued for the session."""
+    bad = InvalidInput("next_token is malformed or was not issued for the session", field="next_token")
     data = _decode(token, bad)
     if data.get("k") != "events":
         raise bad

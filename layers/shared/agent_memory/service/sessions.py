@@ -443,7 +443,7 @@ class SessionService:
             (version,) = condition.versions
             return version  # the store's conditional write compares it, no read needed
         if not condition.any_version and not condition.versions:
-            raise PreconditionFailed("If-Match names no current ETag of this session", field="If-Match")
+            raise PreconditionFailed("If-Match names no current ETag of the session", field="If-Match")
         record = self.store.get_session(key)
         if record is None:
             raise SessionNotFound(key.session_id)

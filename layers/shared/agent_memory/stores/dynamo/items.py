@@ -226,7 +226,7 @@ def state_from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def session_state(item: dict[str, Any], state_item: dict[str, Any] | None) -> dict[str, Any]:
     """The session's state: its state item's. A state item of another incarnation (an earlier session of the id
-    whose purge has not reached it yet) is not this session's."""
+    whose purge has not reached it yet) is not the session's."""
     if state_item is None or string_attr(state_item, "inc") != string_attr(item, "inc"):
         return {}
     return state_from_item(state_item)

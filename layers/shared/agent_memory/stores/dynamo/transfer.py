@@ -113,7 +113,7 @@ def import_session(
             )
         raise
     if not committed:
-        raise Conflict("the import was interrupted by a delete or another import of this session; retry")
+        raise Conflict("the import was interrupted by a delete or another import of the session; retry")
     logger.info("session imported", extra={"events": len(events), "payloads": len(blobs)})
     stored = budget.call(get_session, table, key)
     if stored is None:
